@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What every collector shares: the ring buffer, the per-CPU counters, and the
+ * kernel-side filters the host configures before attaching (DESIGN.md §2):
+ * its own tgid excluded, a target process set that follows forks (-p / -c),
+ * uid and comm sets. Each collector is a separate object, so each has its own
+ * copy of these maps; the host writes the same configuration into all of them.
+ */
+#ifndef WASMTAP_FILTER_BPF_H
+#define WASMTAP_FILTER_BPF_H
+
+#include "wasmtap.h"
+
+#define BPF_RB_NO_WAKEUP_FLAG 1
+
+const volatile __u32 cfg_self_tgid = 0;
+const volatile __u32 cfg_filter_targets = 0;  /* only tgids in TARGETS */
+const volatile __u32 cfg_follow_children = 0; /* forks of a target become targets */
+const volatile __u32 cfg_filter_uids = 0;
+const volatile __u32 cfg_filter_comms = 0;
+const volatile __u64 cfg_submit_flags = BPF_RB_NO_WAKEUP_FLAG;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+} EVENTS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} TARGETS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u8);
+} UIDS SEC(".maps");
+
+struct wt_comm_key {
+	char comm[WT_COMM_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct wt_comm_key);
+	__type(value, __u8);
+} COMMS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WT_KINDS * WT_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} COUNTERS SEC(".maps");
+
+static __always_inline void wt_count(__u32 kind, __u32 slot)
+{
+	__u32 key = kind * WT_SLOTS + slot;
+	__u64 *v = bpf_map_lookup_elem(&COUNTERS, &key);
+
+	if (v)
+		*v += 1;
+}
+
+/* Process-level filters: 1 when the current task's events may be emitted. Events of
+ * our own process return 0 without being counted: the host never traces itself. */
+static __always_inline int wt_pass_task(__u32 kind, __u32 tgid)
+{
+	if (tgid == cfg_self_tgid)
+		return 0;
+	if (cfg_filter_targets && !bpf_map_lookup_elem(&TARGETS, &tgid))
+		goto filtered;
+	if (cfg_filter_uids) {
+		__u32 uid = (__u32)bpf_get_current_uid_gid();
+
+		if (!bpf_map_lookup_elem(&UIDS, &uid))
+			goto filtered;
+	}
+	if (cfg_filter_comms) {
+		struct wt_comm_key k = {};
+
+		bpf_get_current_comm(&k.comm, sizeof(k.comm));
+		if (!bpf_map_lookup_elem(&COMMS, &k))
+			goto filtered;
+	}
+	return 1;
+filtered:
+	wt_count(kind, WT_SLOT_FILTERED);
+	return 0;
+}
+
+static __always_inline void wt_fill_header(struct wt_header *h, __u32 kind, __u32 size)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u64 ug = bpf_get_current_uid_gid();
+
+	h->kind = kind;
+	h->size = size;
+	h->sub = 0;
+	h->flags = 0;
+	h->ts_ns = bpf_ktime_get_ns();
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->uid = (__u32)ug;
+	h->gid = ug >> 32;
+	h->cgroup_id = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(&h->comm, sizeof(h->comm));
+}
+
+/* Keep the target set closed under fork: a child process of a target is a target. */
+static __always_inline void wt_track_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid, ctgid;
+	__u8 one = 1;
+
+	if (!cfg_follow_children)
+		return;
+	ptgid = BPF_CORE_READ(parent, tgid);
+	ctgid = BPF_CORE_READ(child, tgid);
+	if (ptgid == ctgid || !bpf_map_lookup_elem(&TARGETS, &ptgid))
+		return;
+	bpf_map_update_elem(&TARGETS, &ctgid, &one, BPF_ANY);
+}
+
+/* A target process that is gone leaves the set, so the set stays small and a reused
+ * pid is not traced by mistake. */
+static __always_inline void wt_untrack_exit(struct task_struct *task)
+{
+	__u32 tgid;
+
+	if (!cfg_filter_targets || BPF_CORE_READ(task, signal, live.counter) != 0)
+		return;
+	tgid = BPF_CORE_READ(task, tgid);
+	bpf_map_delete_elem(&TARGETS, &tgid);
+}
+
+#endif /* WASMTAP_FILTER_BPF_H */

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * proc: the process lifecycle. exec (with argv and the execve return value, like
+ * libbpf-tools execsnoop: argv is kept at entry and emitted at exit), fork/clone
+ * (parent and child), and exit (wait status, start time).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "filter.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define WT_ARG_MAX 256
+
+/* Layout of the syscalls:sys_{enter,exit}_* tracepoints, fixed by their tracefs
+ * format files (not CO-RE: aya 0.14 rejects relocations into the flexible args[]). */
+struct wt_syscall_enter_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+struct wt_syscall_exit_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct wt_exec);
+} EXECS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wt_exec);
+} EXEC_SCRATCH SEC(".maps");
+
+static __always_inline int wt_exec_enter(const char *const *argv)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id, zero = 0, len = 0, i;
+	struct wt_exec *e;
+
+	if (!wt_pass_task(WT_EXEC, tgid))
+		return 0;
+	e = bpf_map_lookup_elem(&EXEC_SCRATCH, &zero);
+	if (!e)
+		return 0;
+	e->argc = 0;
+	e->h.flags = 0;
+	for (i = 0; i < WT_EXEC_ARGC_MAX; i++) {
+		const char *argp = NULL;
+		long n;
+
+		if (bpf_probe_read_user(&argp, sizeof(argp), &argv[i]) || !argp)
+			break;
+		if (len > WT_EXEC_ARGS_MAX - WT_ARG_MAX) {
+			e->h.flags |= WT_EXEC_TRUNCATED;
+			break;
+		}
+		n = bpf_probe_read_user_str(&e->args[len], WT_ARG_MAX, argp);
+		if (n <= 0)
+			break;
+		len += n;
+		e->argc++;
+	}
+	if (i == WT_EXEC_ARGC_MAX)
+		e->h.flags |= WT_EXEC_TRUNCATED;
+	e->args_len = len;
+	bpf_map_update_elem(&EXECS, &tid, e, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int wt_exec_exit(long ret)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_struct *task;
+	struct wt_exec *e;
+	__u16 flags;
+	__u32 size;
+
+	e = bpf_map_lookup_elem(&EXECS, &tid);
+	if (!e)
+		return 0;
+	flags = e->h.flags;
+	size = (offsetof(struct wt_exec, args) + e->args_len + 7) & ~7U;
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	wt_fill_header(&e->h, WT_EXEC, size);
+	e->h.flags = flags;
+	task = (struct task_struct *)bpf_get_current_task();
+	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->ret = ret;
+	if (bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))
+		wt_count(WT_EXEC, WT_SLOT_DROPPED);
+	else
+		wt_count(WT_EXEC, WT_SLOT_EMITTED);
+	bpf_map_delete_elem(&EXECS, &tid);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_execve")
+int wt_execve_enter(struct wt_syscall_enter_ctx *ctx)
+{
+	return wt_exec_enter((const char *const *)ctx->args[1]);
+}
+
+SEC("tracepoint/syscalls/sys_enter_execveat")
+int wt_execveat_enter(struct wt_syscall_enter_ctx *ctx)
+{
+	return wt_exec_enter((const char *const *)ctx->args[2]);
+}
+
+SEC("tracepoint/syscalls/sys_exit_execve")
+int wt_execve_exit(struct wt_syscall_exit_ctx *ctx)
+{
+	return wt_exec_exit(ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_exit_execveat")
+int wt_execveat_exit(struct wt_syscall_exit_ctx *ctx)
+{
+	return wt_exec_exit(ctx->ret);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(wt_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	struct wt_fork *e;
+
+	wt_track_fork(parent, child);
+	if (!wt_pass_task(WT_FORK, ptgid))
+		return 0;
+	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
+	if (!e) {
+		wt_count(WT_FORK, WT_SLOT_DROPPED);
+		return 0;
+	}
+	wt_fill_header(&e->h, WT_FORK, sizeof(*e));
+	e->child_pid = BPF_CORE_READ(child, tgid);
+	e->child_tid = BPF_CORE_READ(child, pid);
+	if (e->child_pid == ptgid)
+		e->h.flags = WT_FORK_THREAD;
+	bpf_ringbuf_submit(e, cfg_submit_flags);
+	wt_count(WT_FORK, WT_SLOT_EMITTED);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(wt_exit, struct task_struct *task)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct wt_exit *e;
+
+	if (!wt_pass_task(WT_EXIT, tgid))
+		goto out;
+	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
+	if (!e) {
+		wt_count(WT_EXIT, WT_SLOT_DROPPED);
+		goto out;
+	}
+	wt_fill_header(&e->h, WT_EXIT, sizeof(*e));
+	e->exit_code = BPF_CORE_READ(task, exit_code);
+	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	e->start_ns = BPF_CORE_READ(task, start_time);
+	if (BPF_CORE_READ(task, signal, live.counter) == 0)
+		e->h.flags = WT_EXIT_GROUP_DEAD;
+	bpf_ringbuf_submit(e, cfg_submit_flags);
+	wt_count(WT_EXIT, WT_SLOT_EMITTED);
+out:
+	wt_untrack_exit(task);
+	return 0;
+}

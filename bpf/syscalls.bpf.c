@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * syscalls: every syscall's entry (number and six arguments) and exit (return value),
+ * via the typed raw tracepoints sys_enter/sys_exit, the cheapest hook on this kernel.
+ * Filters: those of filter.bpf.h, plus a syscall-number set.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "filter.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define WT_NR_SYSCALLS 512
+
+const volatile __u32 cfg_filter_syscalls = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WT_NR_SYSCALLS);
+	__type(key, __u32);
+	__type(value, __u8);
+} SYSCALLS SEC(".maps");
+
+static __always_inline int wt_pass_syscall(__u32 kind, long id)
+{
+	__u32 key = (__u32)id;
+	__u8 *on;
+
+	if (!cfg_filter_syscalls)
+		return 1;
+	on = bpf_map_lookup_elem(&SYSCALLS, &key);
+	if (on && *on)
+		return 1;
+	wt_count(kind, WT_SLOT_FILTERED);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct wt_sys_enter *e;
+
+	if (!wt_pass_task(WT_SYS_ENTER, tgid) || !wt_pass_syscall(WT_SYS_ENTER, id))
+		return 0;
+	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
+	if (!e) {
+		wt_count(WT_SYS_ENTER, WT_SLOT_DROPPED);
+		return 0;
+	}
+	wt_fill_header(&e->h, WT_SYS_ENTER, sizeof(*e));
+	e->id = id;
+	e->args[0] = regs->di;
+	e->args[1] = regs->si;
+	e->args[2] = regs->dx;
+	e->args[3] = regs->r10;
+	e->args[4] = regs->r8;
+	e->args[5] = regs->r9;
+	bpf_ringbuf_submit(e, cfg_submit_flags);
+	wt_count(WT_SYS_ENTER, WT_SLOT_EMITTED);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(wt_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	long id = regs->orig_ax;
+	struct wt_sys_exit *e;
+
+	if (!wt_pass_task(WT_SYS_EXIT, tgid) || !wt_pass_syscall(WT_SYS_EXIT, id))
+		return 0;
+	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
+	if (!e) {
+		wt_count(WT_SYS_EXIT, WT_SLOT_DROPPED);
+		return 0;
+	}
+	wt_fill_header(&e->h, WT_SYS_EXIT, sizeof(*e));
+	e->id = id;
+	e->ret = ret;
+	bpf_ringbuf_submit(e, cfg_submit_flags);
+	wt_count(WT_SYS_EXIT, WT_SLOT_EMITTED);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(wt_syscalls_track_fork, struct task_struct *parent, struct task_struct *child)
+{
+	wt_track_fork(parent, child);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(wt_syscalls_untrack_exit, struct task_struct *task)
+{
+	wt_untrack_exit(task);
+	return 0;
+}

@@ -1,0 +1,310 @@
+//! The binary event layout that collectors write, the host forwards and plugins read.
+//!
+//! This crate mirrors `bpf/wasmtap.h` field for field (the host's build checks the two
+//! agree). It has no dependencies and no `unsafe`: every read is a bounds-checked
+//! little-endian load, so a corrupt batch gives `None`, never a panic.
+//!
+//! A batch is records back to back. Each record starts with a [`HEADER_SIZE`]-byte
+//! header whose `size` field is the whole record's length (a multiple of 8):
+//!
+//! ```
+//! use wasmtap_abi::{Records, Kind};
+//! let batch: Vec<u8> = Vec::new();
+//! for rec in Records::new(&batch) {
+//!     if rec.kind() == Some(Kind::SysEnter) {
+//!         let _nr = rec.i64_at(wasmtap_abi::sys_enter::ID);
+//!     }
+//! }
+//! ```
+#![no_std]
+
+mod syscalls;
+pub use syscalls::SYSCALL_NAMES;
+
+/// Version of this layout; bumped on any incompatible change.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Bytes in the common header (`struct wt_header`).
+pub const HEADER_SIZE: usize = 56;
+/// Bytes of a task command name.
+pub const COMM_LEN: usize = 16;
+
+/// Record kinds (`enum wt_kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u16)]
+pub enum Kind {
+    /// A syscall entry: [`sys_enter`].
+    SysEnter = 1,
+    /// A syscall exit: [`sys_exit`].
+    SysExit = 2,
+    /// A completed execve/execveat: [`exec`].
+    Exec = 3,
+    /// A fork/clone: [`fork`].
+    Fork = 4,
+    /// A task exit: [`exit`].
+    Exit = 5,
+}
+
+impl Kind {
+    /// Every kind, in numeric order.
+    pub const ALL: [Kind; 5] = [Kind::SysEnter, Kind::SysExit, Kind::Exec, Kind::Fork, Kind::Exit];
+
+    /// The kind with this number, if any.
+    pub fn from_u16(v: u16) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| *k as u16 == v)
+    }
+
+    /// The smallest valid record of this kind.
+    pub fn min_size(self) -> usize {
+        match self {
+            Kind::SysEnter => sys_enter::SIZE,
+            Kind::SysExit => sys_exit::SIZE,
+            Kind::Exec => exec::ARGS,
+            Kind::Fork => fork::SIZE,
+            Kind::Exit => exit::SIZE,
+        }
+    }
+
+    /// The largest valid record of this kind.
+    pub fn max_size(self) -> usize {
+        match self {
+            Kind::Exec => exec::MAX_SIZE,
+            k => k.min_size(),
+        }
+    }
+}
+
+/// Offsets in the common header.
+pub mod header {
+    /// `u16` record kind.
+    pub const KIND: usize = 0;
+    /// `u16` record size in bytes.
+    pub const SIZE: usize = 2;
+    /// `u16` index of the subscription (in the plugin's plan) that matched.
+    pub const SUB: usize = 4;
+    /// `u16` kind-specific flags.
+    pub const FLAGS: usize = 6;
+    /// `u64` CLOCK_MONOTONIC nanoseconds.
+    pub const TS_NS: usize = 8;
+    /// `u32` process id (tgid).
+    pub const PID: usize = 16;
+    /// `u32` thread id.
+    pub const TID: usize = 20;
+    /// `u32` real uid.
+    pub const UID: usize = 24;
+    /// `u32` real gid.
+    pub const GID: usize = 28;
+    /// `u64` cgroup v2 id.
+    pub const CGROUP_ID: usize = 32;
+    /// `[u8; 16]` command name, NUL-padded.
+    pub const COMM: usize = 40;
+}
+
+/// `struct wt_sys_enter`.
+pub mod sys_enter {
+    /// `i64` syscall number.
+    pub const ID: usize = 56;
+    /// `[u64; 6]` arguments.
+    pub const ARGS: usize = 64;
+    /// Record size.
+    pub const SIZE: usize = 112;
+}
+
+/// `struct wt_sys_exit`.
+pub mod sys_exit {
+    /// `i64` syscall number.
+    pub const ID: usize = 56;
+    /// `i64` return value (negative errno on failure).
+    pub const RET: usize = 64;
+    /// Record size.
+    pub const SIZE: usize = 72;
+}
+
+/// `struct wt_exec` (variable size).
+pub mod exec {
+    /// `u32` parent process id.
+    pub const PPID: usize = 56;
+    /// `i32` execve return value.
+    pub const RET: usize = 60;
+    /// `u32` number of arguments kept.
+    pub const ARGC: usize = 64;
+    /// `u32` bytes of `args` used.
+    pub const ARGS_LEN: usize = 68;
+    /// NUL-separated argv.
+    pub const ARGS: usize = 72;
+    /// Capacity of `args`.
+    pub const ARGS_MAX: usize = 2048;
+    /// Largest record.
+    pub const MAX_SIZE: usize = ARGS + ARGS_MAX;
+    /// Header flag: argv was truncated.
+    pub const FLAG_TRUNCATED: u16 = 1;
+}
+
+/// `struct wt_fork`; the header describes the parent.
+pub mod fork {
+    /// `u32` child process id.
+    pub const CHILD_PID: usize = 56;
+    /// `u32` child thread id.
+    pub const CHILD_TID: usize = 60;
+    /// Record size.
+    pub const SIZE: usize = 64;
+    /// Header flag: the child is a thread of the parent.
+    pub const FLAG_THREAD: u16 = 1;
+}
+
+/// `struct wt_exit`.
+pub mod exit {
+    /// `i32` wait(2) status: `code << 8 | signal`.
+    pub const EXIT_CODE: usize = 56;
+    /// `u32` parent process id.
+    pub const PPID: usize = 60;
+    /// `u64` task start time, CLOCK_MONOTONIC nanoseconds.
+    pub const START_NS: usize = 64;
+    /// Record size.
+    pub const SIZE: usize = 72;
+    /// Header flag: the last thread of the process exited.
+    pub const FLAG_GROUP_DEAD: u16 = 1;
+}
+
+/// Why a record is not acceptable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordError {
+    /// Fewer bytes than a header.
+    Short,
+    /// Unknown kind number.
+    UnknownKind(u16),
+    /// The size field is out of range for the kind, not a multiple of 8, or past the end.
+    BadSize { kind: u16, size: u16 },
+}
+
+/// Check the record at the start of `buf`; on success return its kind and size.
+pub fn check_record(buf: &[u8]) -> Result<(Kind, usize), RecordError> {
+    if buf.len() < HEADER_SIZE {
+        return Err(RecordError::Short);
+    }
+    let kind_raw = u16::from_le_bytes([buf[0], buf[1]]);
+    let size_raw = u16::from_le_bytes([buf[2], buf[3]]);
+    let kind = Kind::from_u16(kind_raw).ok_or(RecordError::UnknownKind(kind_raw))?;
+    let size = size_raw as usize;
+    let bad = size < kind.min_size() || size > kind.max_size() || size % 8 != 0 || size > buf.len();
+    if bad {
+        return Err(RecordError::BadSize { kind: kind_raw, size: size_raw });
+    }
+    Ok((kind, size))
+}
+
+/// A view of one record.
+#[derive(Clone, Copy, Debug)]
+pub struct Record<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Record<'a> {
+    /// View `bytes` (one whole record) as a record.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Record { bytes }
+    }
+    /// The record's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+    /// The record kind, if known.
+    pub fn kind(&self) -> Option<Kind> {
+        self.u16_at(header::KIND).and_then(Kind::from_u16)
+    }
+    /// Subscription index.
+    pub fn sub(&self) -> u16 {
+        self.u16_at(header::SUB).unwrap_or(0)
+    }
+    /// Header flags.
+    pub fn flags(&self) -> u16 {
+        self.u16_at(header::FLAGS).unwrap_or(0)
+    }
+    /// CLOCK_MONOTONIC timestamp.
+    pub fn ts_ns(&self) -> u64 {
+        self.u64_at(header::TS_NS).unwrap_or(0)
+    }
+    /// Process id (tgid).
+    pub fn pid(&self) -> u32 {
+        self.u32_at(header::PID).unwrap_or(0)
+    }
+    /// Thread id.
+    pub fn tid(&self) -> u32 {
+        self.u32_at(header::TID).unwrap_or(0)
+    }
+    /// Real uid.
+    pub fn uid(&self) -> u32 {
+        self.u32_at(header::UID).unwrap_or(0)
+    }
+    /// Real gid.
+    pub fn gid(&self) -> u32 {
+        self.u32_at(header::GID).unwrap_or(0)
+    }
+    /// cgroup v2 id.
+    pub fn cgroup_id(&self) -> u64 {
+        self.u64_at(header::CGROUP_ID).unwrap_or(0)
+    }
+    /// Command name bytes, without the NUL padding.
+    pub fn comm(&self) -> &'a [u8] {
+        let raw = self.slice(header::COMM, COMM_LEN).unwrap_or(&[]);
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        &raw[..end]
+    }
+    /// Bytes `[off, off + len)` if inside the record.
+    pub fn slice(&self, off: usize, len: usize) -> Option<&'a [u8]> {
+        self.bytes.get(off..off.checked_add(len)?)
+    }
+    /// Little-endian `u16` at `off`.
+    pub fn u16_at(&self, off: usize) -> Option<u16> {
+        Some(u16::from_le_bytes(self.slice(off, 2)?.try_into().ok()?))
+    }
+    /// Little-endian `u32` at `off`.
+    pub fn u32_at(&self, off: usize) -> Option<u32> {
+        Some(u32::from_le_bytes(self.slice(off, 4)?.try_into().ok()?))
+    }
+    /// Little-endian `i32` at `off`.
+    pub fn i32_at(&self, off: usize) -> Option<i32> {
+        self.u32_at(off).map(|v| v as i32)
+    }
+    /// Little-endian `u64` at `off`.
+    pub fn u64_at(&self, off: usize) -> Option<u64> {
+        Some(u64::from_le_bytes(self.slice(off, 8)?.try_into().ok()?))
+    }
+    /// Little-endian `i64` at `off`.
+    pub fn i64_at(&self, off: usize) -> Option<i64> {
+        self.u64_at(off).map(|v| v as i64)
+    }
+}
+
+/// Iterator over the records of a batch; stops at the first malformed record.
+#[derive(Clone, Debug)]
+pub struct Records<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Records<'a> {
+    /// Iterate over `batch`.
+    pub fn new(batch: &'a [u8]) -> Self {
+        Records { rest: batch }
+    }
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Record<'a>;
+    fn next(&mut self) -> Option<Record<'a>> {
+        let (_, size) = check_record(self.rest).ok()?;
+        let (rec, rest) = self.rest.split_at(size);
+        self.rest = rest;
+        Some(Record::new(rec))
+    }
+}
+
+/// The name of syscall `nr`, if the number is in use.
+pub fn syscall_name(nr: i64) -> Option<&'static str> {
+    let name = *SYSCALL_NAMES.get(usize::try_from(nr).ok()?)?;
+    (!name.is_empty()).then_some(name)
+}
+
+/// The number of the syscall called `name`.
+pub fn syscall_number(name: &str) -> Option<u32> {
+    SYSCALL_NAMES.iter().position(|n| !n.is_empty() && *n == name).map(|i| i as u32)
+}
