@@ -14,6 +14,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define WT_ARG_MAX 256
 
+/* The fork and exit programs also keep the target set; they emit only when asked. */
+const volatile __u32 cfg_emit_fork = 0;
+const volatile __u32 cfg_emit_exit = 0;
+
 /* Layout of the syscalls:sys_{enter,exit}_* tracepoints, fixed by their tracefs
  * format files (not CO-RE: aya 0.14 rejects relocations into the flexible args[]). */
 struct wt_syscall_enter_ctx {
@@ -139,7 +143,7 @@ int BPF_PROG(wt_fork, struct task_struct *parent, struct task_struct *child)
 	struct wt_fork *e;
 
 	wt_track_fork(parent, child);
-	if (!wt_pass_task(WT_FORK, ptgid))
+	if (!cfg_emit_fork || !wt_pass_task(WT_FORK, ptgid))
 		return 0;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
@@ -162,7 +166,7 @@ int BPF_PROG(wt_exit, struct task_struct *task)
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct wt_exit *e;
 
-	if (!wt_pass_task(WT_EXIT, tgid))
+	if (!cfg_emit_exit || !wt_pass_task(WT_EXIT, tgid))
 		goto out;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {

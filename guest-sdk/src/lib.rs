@@ -1,1 +1,215 @@
+//! Write wasmtap tracing plugins in Rust.
+//!
+//! A plugin is a WebAssembly component that the `wasmtap` host feeds with kernel
+//! events. It implements [`Plugin`] and exports it with [`export_plugin!`]; the SDK
+//! does the rest: it implements the WIT world `wasmtap:plugin/plugin@0.1.0`, keeps the
+//! plugin's state between calls, decodes each batch of events in place (no copy, no
+//! host call per event) and sends everything the plugin wrote to its [`Output`] to
+//! the host in one call per batch.
+//!
+//! The life of a plugin:
+//!
+//! 1. [`Plugin::info`] names it and declares its parameters ([`ParamSpec`]).
+//! 2. [`Plugin::start`] reads the validated [`Params`] and returns the plugin's state
+//!    and a [`Plan`]: which probes to subscribe to (with kernel-side [`Filter`]s),
+//!    which tables it will print rows into, and how often it wants a tick.
+//! 3. [`Plugin::on_event`] sees each [`Event`]; [`Plugin::on_tick`] runs every
+//!    `tick-ms` and may return [`Aggregation`]s to print now.
+//! 4. [`Plugin::finish`] returns the final aggregations.
+//!
+//! Build with the workspace's `wasm` profile for `wasm32-wasip2`; rustc emits the
+//! component directly:
+//!
+//! ```text
+//! cargo build --profile wasm --target wasm32-wasip2 -p myplugin
+//! wasmtap run target/wasm32-wasip2/wasm/myplugin.wasm
+//! ```
+//!
+//! The plugin crate is a `cdylib` that depends on this crate under its own name,
+//! `wasmtap_sdk` (the generated export code refers to it by that path).
+//!
+//! # Example: who calls exec, and who fails to
+//!
+//! ```no_run
+//! use wasmtap_sdk::{
+//!     export_plugin, AggOrder, Aggregation, Comm, Counts, Event, Output, ParamKind, ParamSpec,
+//!     Params, Plan, Plugin, PluginInfo, Subscription,
+//! };
+//!
+//! struct ExecCount {
+//!     top: u32,
+//!     ok: Counts<Comm>,
+//!     failed: Counts<Comm>,
+//! }
+//!
+//! impl Plugin for ExecCount {
+//!     fn info() -> PluginInfo {
+//!         let top = ParamSpec::new("top", ParamKind::Integer, "10", "entries to show");
+//!         PluginInfo::new("execcount", "0.1.0", "Which programs run, and which fail to?", vec![top])
+//!     }
+//!
+//!     fn start(params: &Params) -> Result<(Self, Plan), String> {
+//!         let top = u32::try_from(params.int("top")).map_err(|_| "top: must be >= 0")?;
+//!         let me = ExecCount { top, ok: Counts::new(), failed: Counts::new() };
+//!         Ok((me, Plan::new(vec![Subscription::new("proc:exec")])))
+//!     }
+//!
+//!     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
+//!         if let Event::Exec(exec) = ev {
+//!             let counts = if exec.ret() < 0 { &mut self.failed } else { &mut self.ok };
+//!             counts.add(ev.comm_key(), 1);
+//!         }
+//!     }
+//!
+//!     fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
+//!         let order = AggOrder::ValueAscending;
+//!         vec![
+//!             self.ok.to_aggregation("exec", "", &["comm"], order, self.top),
+//!             self.failed.to_aggregation("failed", "", &["comm"], order, self.top),
+//!         ]
+//!     }
+//! }
+//!
+//! export_plugin!(ExecCount);
+//! ```
+//!
+//! The host prints the result bpftrace-style (`@exec[sh]: 12`).
+//!
+//! # What a plugin can reach
+//!
+//! Only the host's interface: rows and text through [`Output`], diagnostics through
+//! [`log`], and the clocks ([`monotonic_ns`], [`wall_ns`]). There are no files, no
+//! network, no environment. Keep maps on [`FxHashMap`] or [`Counts`]: `std`'s default
+//! hasher would pull in `wasi:random`.
 
+mod counts;
+mod event;
+mod output;
+mod params;
+mod runtime;
+mod types;
+
+// The generated code names this crate by path so that plugin crates, where
+// `export_plugin!` expands, can reach it without depending on wit-bindgen.
+extern crate self as wasmtap_sdk;
+
+/// Bindings generated from `wit/plugin.wit`. Plugins use the re-exports below.
+#[doc(hidden)]
+#[allow(
+    unsafe_code,
+    reason = "wit-bindgen's canonical-ABI glue; generated, not written"
+)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "wasmtap:plugin/plugin@0.1.0",
+        pub_export_macro: true,
+        export_macro_name: "__export_world",
+        default_bindings_module: "wasmtap_sdk::bindings",
+        runtime_path: "wasmtap_sdk::__rt",
+        additional_derives: [PartialEq, Eq, PartialOrd, Ord, Hash],
+    });
+}
+
+#[doc(hidden)]
+pub use wit_bindgen::rt as __rt;
+
+pub use bindings::wasmtap::plugin::types::{
+    AggEntry, AggOrder, Aggregation, Column, ColumnKind, Filter, Level, Param, ParamKind,
+    ParamSpec, Plan, PluginInfo, Row, Subscription, TableSpec, Value,
+};
+pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHasher, Key};
+pub use event::{Args, Comm, Event, Exec, Exit, Fork, SysEnter, SysExit, Syscall};
+pub use output::Output;
+pub use params::Params;
+pub use wasmtap_abi as abi;
+
+use bindings::wasmtap::plugin::host;
+
+/// A wasmtap plugin. Implement it on your state and export it with [`export_plugin!`].
+pub trait Plugin: Sized + 'static {
+    /// Name, version, one-line description and parameters. Called before `start`,
+    /// and perhaps without ever starting (`wasmtap run PLUGIN --help`).
+    fn info() -> PluginInfo;
+
+    /// Start with the parameters the host validated against `info().params`; return
+    /// the state and what to trace, or a message for the user (`Err("syscall: no
+    /// syscall named 'opne'")`).
+    fn start(params: &Params) -> Result<(Self, Plan), String>;
+
+    /// One event from one of the plan's subscriptions ([`Event::sub`] says which).
+    /// Runs in a loop over each batch; rows and text written to `out` reach the host
+    /// when the batch is done.
+    fn on_event(&mut self, ev: &Event<'_>, out: &mut Output);
+
+    /// Every `plan.tick_ms` milliseconds, with the monotonic time: return the
+    /// aggregations to print now (the classic `interval:s:1 { print(@); clear(@); }`).
+    fn on_tick(&mut self, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
+        Vec::new()
+    }
+
+    /// The end of the trace: return the final aggregations. The plugin is dropped
+    /// afterwards.
+    fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
+        Vec::new()
+    }
+}
+
+/// Export a [`Plugin`] implementation as this component's `wasmtap:plugin/plugin`
+/// world. Use it once, at the plugin crate's top level: `export_plugin!(MyPlugin);`.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        const _: () = {
+            ::std::thread_local! {
+                static SLOT: $crate::__private::Slot<$plugin> =
+                    const { $crate::__private::Slot::new() };
+            }
+
+            struct WasmtapExports;
+
+            impl $crate::bindings::Guest for WasmtapExports {
+                fn info() -> $crate::PluginInfo {
+                    <$plugin as $crate::Plugin>::info()
+                }
+                fn start(
+                    params: ::std::vec::Vec<$crate::Param>,
+                ) -> ::core::result::Result<$crate::Plan, ::std::string::String> {
+                    SLOT.with(|slot| slot.start(params))
+                }
+                fn on_batch(batch: ::std::vec::Vec<u8>) {
+                    SLOT.with(|slot| slot.on_batch(&batch))
+                }
+                fn on_tick(now_ns: u64) -> ::std::vec::Vec<$crate::Aggregation> {
+                    SLOT.with(|slot| slot.on_tick(now_ns))
+                }
+                fn finish() -> ::std::vec::Vec<$crate::Aggregation> {
+                    SLOT.with(|slot| slot.finish())
+                }
+            }
+
+    $crate::bindings::__export_world!(WasmtapExports with_types_in $crate::bindings);
+        };
+    };
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::runtime::Slot;
+}
+
+/// Send a diagnostic to the user's stderr, tagged with the plugin's name. This is a
+/// host call: use it for rare conditions, not per event.
+pub fn log(level: Level, msg: &str) {
+    host::log(level, msg);
+}
+
+/// Nanoseconds of CLOCK_MONOTONIC, the clock of [`Event::ts_ns`] (replay: the recorded clock).
+pub fn monotonic_ns() -> u64 {
+    host::monotonic_ns()
+}
+
+/// Nanoseconds since the Unix epoch (replay: the recorded clock).
+pub fn wall_ns() -> u64 {
+    host::wall_ns()
+}

@@ -185,7 +185,7 @@ pub fn check_record(buf: &[u8]) -> Result<(Kind, usize), RecordError> {
     let size_raw = u16::from_le_bytes([buf[2], buf[3]]);
     let kind = Kind::from_u16(kind_raw).ok_or(RecordError::UnknownKind(kind_raw))?;
     let size = size_raw as usize;
-    let bad = size < kind.min_size() || size > kind.max_size() || size % 8 != 0 || size > buf.len();
+    let bad = size < kind.min_size() || size > kind.max_size() || !size.is_multiple_of(8) || size > buf.len();
     if bad {
         return Err(RecordError::BadSize { kind: kind_raw, size: size_raw });
     }

@@ -1,0 +1,318 @@
+//! Keyed counters that become aggregations (`@name[key] = count()`).
+
+use std::collections::hash_map::{self, HashMap};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+use crate::event::{Comm, Syscall};
+use crate::{AggEntry, AggOrder, Aggregation, Value};
+
+/// A fast, deterministic hasher (the Firefox/rustc "Fx" hash).
+///
+/// `std`'s default `RandomState` seeds itself from `wasi:random`, which would add an
+/// import the host has no reason to grant; aggregation keys come from the kernel,
+/// not from an adversary, so a fixed hash is fine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes([
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+            ]));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            // Mixing in the length keeps "a" and "a\0" apart.
+            self.add(u64::from_le_bytes(last) ^ (rest.len() as u64) << 56);
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+/// `BuildHasher` for [`FxHasher`]; use it for any `HashMap` in a plugin.
+pub type FxBuildHasher = BuildHasherDefault<FxHasher>;
+
+/// A `HashMap` with [`FxHasher`].
+pub type FxHashMap<K, V> = HashMap<K, V, FxBuildHasher>;
+
+/// Something that can be an aggregation key: one [`Value`] per key name.
+pub trait Key {
+    /// The key's parts, in the order of the aggregation's `key-names`.
+    fn to_values(&self) -> Vec<Value>;
+}
+
+macro_rules! int_key {
+    ($($t:ty),*) => {$(
+        impl Key for $t {
+            fn to_values(&self) -> Vec<Value> {
+                vec![Value::Int(i64::from(*self))]
+            }
+        }
+    )*};
+}
+int_key!(i8, i16, i32, i64, u8, u16, u32);
+
+impl Key for u64 {
+    /// Values past `i64::MAX` saturate.
+    fn to_values(&self) -> Vec<Value> {
+        vec![Value::Int(i64::try_from(*self).unwrap_or(i64::MAX))]
+    }
+}
+
+impl Key for bool {
+    fn to_values(&self) -> Vec<Value> {
+        vec![Value::Int(i64::from(*self))]
+    }
+}
+
+impl Key for String {
+    fn to_values(&self) -> Vec<Value> {
+        vec![Value::Text(self.clone())]
+    }
+}
+
+impl Key for &str {
+    fn to_values(&self) -> Vec<Value> {
+        vec![Value::Text((*self).to_string())]
+    }
+}
+
+impl Key for Comm {
+    fn to_values(&self) -> Vec<Value> {
+        vec![Value::Text(self.to_string())]
+    }
+}
+
+impl Key for Syscall {
+    /// The syscall's name, or its number as text if the number is unknown.
+    fn to_values(&self) -> Vec<Value> {
+        vec![Value::Text(self.to_string())]
+    }
+}
+
+impl Key for Value {
+    fn to_values(&self) -> Vec<Value> {
+        vec![self.clone()]
+    }
+}
+
+impl Key for Vec<Value> {
+    fn to_values(&self) -> Vec<Value> {
+        self.clone()
+    }
+}
+
+impl<A: Key, B: Key> Key for (A, B) {
+    fn to_values(&self) -> Vec<Value> {
+        let mut v = self.0.to_values();
+        v.extend(self.1.to_values());
+        v
+    }
+}
+
+impl<A: Key, B: Key, C: Key> Key for (A, B, C) {
+    fn to_values(&self) -> Vec<Value> {
+        let mut v = self.0.to_values();
+        v.extend(self.1.to_values());
+        v.extend(self.2.to_values());
+        v
+    }
+}
+
+/// Counters keyed by `K`: the `@[key] = count()` / `@[key] = sum(n)` of bpftrace.
+///
+/// ```
+/// use wasmtap_sdk::{AggOrder, Counts};
+/// let mut by_pid = Counts::new();
+/// by_pid.add(42u32, 1);
+/// by_pid.add(42u32, 2);
+/// assert_eq!(by_pid.get(&42), 3);
+/// let agg = by_pid.to_aggregation("pids", "", &["pid"], AggOrder::ValueAscending, 10);
+/// assert_eq!(agg.entries.len(), 1);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Counts<K> {
+    map: FxHashMap<K, i64>,
+}
+
+impl<K> Default for Counts<K> {
+    fn default() -> Self {
+        Counts {
+            map: FxHashMap::default(),
+        }
+    }
+}
+
+impl<K: Hash + Eq> Counts<K> {
+    /// No counters.
+    pub fn new() -> Self {
+        Counts::default()
+    }
+
+    /// Add `n` to the counter of `key` (wrapping at `i64` limits rather than panicking).
+    pub fn add(&mut self, key: K, n: i64) {
+        let v = self.map.entry(key).or_insert(0);
+        *v = v.wrapping_add(n);
+    }
+
+    /// The counter of `key`; 0 if never added to.
+    pub fn get(&self, key: &K) -> i64 {
+        self.map.get(key).copied().unwrap_or(0)
+    }
+
+    /// Number of distinct keys.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// No keys.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Forget every key (bpftrace's `clear(@)`).
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
+    /// Every key and its counter, in no particular order.
+    pub fn iter(&self) -> hash_map::Iter<'_, K, i64> {
+        self.map.iter()
+    }
+}
+
+impl<K: Key> Counts<K> {
+    /// The counters as an aggregation for `on-tick` or `finish`.
+    ///
+    /// With `top > 0` only the `top` largest counters are sent (ties broken by key),
+    /// which is what the host would keep anyway; `0` sends all.
+    pub fn to_aggregation(
+        &self,
+        name: &str,
+        title: &str,
+        key_names: &[&str],
+        order: AggOrder,
+        top: u32,
+    ) -> Aggregation {
+        let mut entries: Vec<AggEntry> = self
+            .map
+            .iter()
+            .map(|(k, &value)| AggEntry {
+                key: k.to_values(),
+                value,
+            })
+            .collect();
+        if top > 0 && entries.len() > top as usize {
+            entries.sort_unstable_by(|a, b| b.value.cmp(&a.value).then_with(|| a.key.cmp(&b.key)));
+            entries.truncate(top as usize);
+        }
+        Aggregation {
+            name: name.to_string(),
+            title: title.to_string(),
+            key_names: key_names.iter().map(|k| (*k).to_string()).collect(),
+            order,
+            top,
+            entries,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn fx_hash_is_deterministic_and_separates_lengths() {
+        let h = |b: &[u8]| FxBuildHasher::default().hash_one(b);
+        assert_eq!(h(b"bash"), h(b"bash"));
+        assert_ne!(h(b"a"), h(b"a\0"));
+        assert_ne!(h(b"bash"), h(b"bask"));
+    }
+
+    #[test]
+    fn counts_add_and_clear() {
+        let mut c = Counts::new();
+        c.add(Comm::new(b"sh"), 1);
+        c.add(Comm::new(b"sh"), 1);
+        c.add(Comm::new(b"ls"), 5);
+        assert_eq!(c.get(&Comm::new(b"sh")), 2);
+        assert_eq!(c.len(), 2);
+        c.clear();
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn aggregation_keeps_the_top_entries_with_keys_rendered() {
+        let mut c = Counts::new();
+        for (nr, n) in [(0i64, 5), (1, 9), (999, 7), (39, 1)] {
+            c.add(Syscall(nr), n);
+        }
+        let agg = c.to_aggregation(
+            "syscall",
+            "Top 2 syscalls:",
+            &["syscall"],
+            AggOrder::ValueAscending,
+            2,
+        );
+        assert_eq!(agg.top, 2);
+        assert_eq!(agg.key_names, vec!["syscall".to_string()]);
+        let got: Vec<_> = agg
+            .entries
+            .iter()
+            .map(|e| (e.key.clone(), e.value))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (vec![Value::Text("write".into())], 9),
+                (vec![Value::Text("999".into())], 7)
+            ]
+        );
+    }
+
+    #[test]
+    fn tuple_keys_concatenate() {
+        assert_eq!(
+            (7u32, "x").to_values(),
+            vec![Value::Int(7), Value::Text("x".into())]
+        );
+    }
+}

@@ -1,0 +1,374 @@
+//! Typed, zero-copy views of the records in a batch.
+//!
+//! An [`Event`] borrows the batch the host handed to `on-batch`; nothing is copied
+//! until a plugin asks for an owned value (a `String`, a [`Comm`]). Every accessor
+//! reads through `wasmtap_abi`'s bounds-checked loads, so a short or corrupt record
+//! yields zeros, never a panic.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use wasmtap_abi::{exec, exit, fork, sys_enter, sys_exit, Kind, Record, COMM_LEN};
+
+/// One kernel event, by kind. Fields every kind shares are methods on `Event` itself.
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    /// `tracepoint:raw_syscalls:sys_enter`, `syscall:NAME:entry`.
+    SysEnter(SysEnter<'a>),
+    /// `tracepoint:raw_syscalls:sys_exit`, `syscall:NAME:exit`.
+    SysExit(SysExit<'a>),
+    /// `proc:exec`: a completed execve/execveat.
+    Exec(Exec<'a>),
+    /// `proc:fork`: a fork/clone; the common fields describe the parent.
+    Fork(Fork<'a>),
+    /// `proc:exit`: a task exit.
+    Exit(Exit<'a>),
+}
+
+impl<'a> Event<'a> {
+    /// The typed view of `rec`; `None` for a kind this SDK does not know.
+    pub fn new(rec: Record<'a>) -> Option<Self> {
+        Some(match rec.kind()? {
+            Kind::SysEnter => Event::SysEnter(SysEnter(rec)),
+            Kind::SysExit => Event::SysExit(SysExit(rec)),
+            Kind::Exec => Event::Exec(Exec(rec)),
+            Kind::Fork => Event::Fork(Fork(rec)),
+            Kind::Exit => Event::Exit(Exit(rec)),
+        })
+    }
+
+    /// The raw record, for fields this view does not cover.
+    pub fn record(&self) -> Record<'a> {
+        match *self {
+            Event::SysEnter(SysEnter(r))
+            | Event::SysExit(SysExit(r))
+            | Event::Exec(Exec(r))
+            | Event::Fork(Fork(r))
+            | Event::Exit(Exit(r)) => r,
+        }
+    }
+
+    /// The record kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Event::SysEnter(_) => Kind::SysEnter,
+            Event::SysExit(_) => Kind::SysExit,
+            Event::Exec(_) => Kind::Exec,
+            Event::Fork(_) => Kind::Fork,
+            Event::Exit(_) => Kind::Exit,
+        }
+    }
+
+    /// Index into the plan's `subscriptions` of the probe that matched.
+    pub fn sub(&self) -> u16 {
+        self.record().sub()
+    }
+
+    /// CLOCK_MONOTONIC nanoseconds (the clock of `host::monotonic-ns`).
+    pub fn ts_ns(&self) -> u64 {
+        self.record().ts_ns()
+    }
+
+    /// Process id (the kernel's tgid).
+    pub fn pid(&self) -> u32 {
+        self.record().pid()
+    }
+
+    /// Thread id (the kernel's pid).
+    pub fn tid(&self) -> u32 {
+        self.record().tid()
+    }
+
+    /// Real user id.
+    pub fn uid(&self) -> u32 {
+        self.record().uid()
+    }
+
+    /// Real group id.
+    pub fn gid(&self) -> u32 {
+        self.record().gid()
+    }
+
+    /// cgroup v2 id.
+    pub fn cgroup_id(&self) -> u64 {
+        self.record().cgroup_id()
+    }
+
+    /// Command name bytes, without NUL padding (at most 15 bytes).
+    pub fn comm_bytes(&self) -> &'a [u8] {
+        self.record().comm()
+    }
+
+    /// Command name as text; invalid UTF-8 becomes U+FFFD. Borrows unless it must repair.
+    pub fn comm(&self) -> Cow<'a, str> {
+        String::from_utf8_lossy(self.comm_bytes())
+    }
+
+    /// Command name as a small `Copy` value, cheap to use as an aggregation key.
+    pub fn comm_key(&self) -> Comm {
+        Comm::new(self.comm_bytes())
+    }
+}
+
+/// A syscall entry.
+#[derive(Clone, Copy, Debug)]
+pub struct SysEnter<'a>(Record<'a>);
+
+impl SysEnter<'_> {
+    /// Syscall number (x86_64).
+    pub fn id(&self) -> i64 {
+        self.0.i64_at(sys_enter::ID).unwrap_or(-1)
+    }
+
+    /// The syscall, with its name.
+    pub fn syscall(&self) -> Syscall {
+        Syscall(self.id())
+    }
+
+    /// Argument `i` (0 to 5) as the raw register value; 0 past the sixth.
+    pub fn arg(&self, i: usize) -> u64 {
+        if i >= 6 {
+            return 0;
+        }
+        self.0.u64_at(sys_enter::ARGS + 8 * i).unwrap_or(0)
+    }
+
+    /// All six arguments.
+    pub fn args(&self) -> [u64; 6] {
+        std::array::from_fn(|i| self.arg(i))
+    }
+}
+
+/// A syscall exit.
+#[derive(Clone, Copy, Debug)]
+pub struct SysExit<'a>(Record<'a>);
+
+impl SysExit<'_> {
+    /// Syscall number (x86_64).
+    pub fn id(&self) -> i64 {
+        self.0.i64_at(sys_exit::ID).unwrap_or(-1)
+    }
+
+    /// The syscall, with its name.
+    pub fn syscall(&self) -> Syscall {
+        Syscall(self.id())
+    }
+
+    /// Return value; `-errno` on failure.
+    pub fn ret(&self) -> i64 {
+        self.0.i64_at(sys_exit::RET).unwrap_or(0)
+    }
+}
+
+/// A completed exec. The common fields (comm, pid) describe the task after the exec.
+#[derive(Clone, Copy, Debug)]
+pub struct Exec<'a>(Record<'a>);
+
+impl<'a> Exec<'a> {
+    /// Parent process id.
+    pub fn ppid(&self) -> u32 {
+        self.0.u32_at(exec::PPID).unwrap_or(0)
+    }
+
+    /// execve's return value: 0, or `-errno` if the exec failed.
+    pub fn ret(&self) -> i32 {
+        self.0.i32_at(exec::RET).unwrap_or(0)
+    }
+
+    /// Number of arguments kept (at most 32).
+    pub fn argc(&self) -> u32 {
+        self.0.u32_at(exec::ARGC).unwrap_or(0)
+    }
+
+    /// The collector cut argv: too many arguments, or too many bytes.
+    pub fn truncated(&self) -> bool {
+        self.0.flags() & exec::FLAG_TRUNCATED != 0
+    }
+
+    /// The kept arguments, `argv[0]` first, as raw bytes without their NULs.
+    pub fn args(&self) -> Args<'a> {
+        let len = self.0.u32_at(exec::ARGS_LEN).unwrap_or(0) as usize;
+        let avail = self.0.bytes().len().saturating_sub(exec::ARGS);
+        let mut bytes = self.0.slice(exec::ARGS, len.min(avail)).unwrap_or(&[]);
+        if let [rest @ .., 0] = bytes {
+            bytes = rest;
+        }
+        let left = if len == 0 { 0 } else { self.argc() };
+        Args { bytes, left }
+    }
+
+    /// The kept arguments joined by single spaces; invalid UTF-8 becomes U+FFFD.
+    pub fn args_joined(&self) -> String {
+        let mut s = String::new();
+        for (i, arg) in self.args().enumerate() {
+            if i > 0 {
+                s.push(' ');
+            }
+            s.push_str(&String::from_utf8_lossy(arg));
+        }
+        s
+    }
+}
+
+/// Iterator over an exec's arguments; see [`Exec::args`].
+#[derive(Clone, Debug)]
+pub struct Args<'a> {
+    bytes: &'a [u8],
+    left: u32,
+}
+
+impl<'a> Iterator for Args<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (arg, rest) = match self.bytes.iter().position(|&b| b == 0) {
+            Some(nul) => (&self.bytes[..nul], &self.bytes[nul + 1..]),
+            None => {
+                // The last argument; nothing can follow it.
+                self.left = 0;
+                (self.bytes, &[][..])
+            }
+        };
+        self.bytes = rest;
+        Some(arg)
+    }
+}
+
+/// A fork or clone; the common fields describe the parent.
+#[derive(Clone, Copy, Debug)]
+pub struct Fork<'a>(Record<'a>);
+
+impl Fork<'_> {
+    /// The child's process id (tgid); equals the parent's for a new thread.
+    pub fn child_pid(&self) -> u32 {
+        self.0.u32_at(fork::CHILD_PID).unwrap_or(0)
+    }
+
+    /// The child's thread id.
+    pub fn child_tid(&self) -> u32 {
+        self.0.u32_at(fork::CHILD_TID).unwrap_or(0)
+    }
+
+    /// The child is a thread of the parent process (`CLONE_THREAD`).
+    pub fn is_thread(&self) -> bool {
+        self.0.flags() & fork::FLAG_THREAD != 0
+    }
+}
+
+/// A task exit.
+#[derive(Clone, Copy, Debug)]
+pub struct Exit<'a>(Record<'a>);
+
+impl Exit<'_> {
+    /// The raw wait(2) status, `code << 8 | signal` (the kernel's `task->exit_code`).
+    pub fn exit_code(&self) -> i32 {
+        self.0.i32_at(exit::EXIT_CODE).unwrap_or(0)
+    }
+
+    /// The exit code given to exit(2) (`WEXITSTATUS`); 0 if a signal killed the task.
+    pub fn code(&self) -> i32 {
+        (self.exit_code() >> 8) & 0xff
+    }
+
+    /// The signal that killed the task (`WTERMSIG`); 0 if it exited normally.
+    pub fn signal(&self) -> i32 {
+        self.exit_code() & 0x7f
+    }
+
+    /// The task dumped core (`WCOREDUMP`).
+    pub fn core_dumped(&self) -> bool {
+        self.exit_code() & 0x80 != 0
+    }
+
+    /// Parent process id.
+    pub fn ppid(&self) -> u32 {
+        self.0.u32_at(exit::PPID).unwrap_or(0)
+    }
+
+    /// When the task started, CLOCK_MONOTONIC nanoseconds: `ts_ns - start_ns` is its age.
+    pub fn start_ns(&self) -> u64 {
+        self.0.u64_at(exit::START_NS).unwrap_or(0)
+    }
+
+    /// This was the last thread of its process: the process is gone.
+    pub fn group_dead(&self) -> bool {
+        self.0.flags() & exit::FLAG_GROUP_DEAD != 0
+    }
+}
+
+/// A syscall number that displays as its name (`openat`), or as the number if unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Syscall(pub i64);
+
+impl Syscall {
+    /// The syscall called `name` (x86_64 table), if any.
+    pub fn from_name(name: &str) -> Option<Syscall> {
+        wasmtap_abi::syscall_number(name).map(|nr| Syscall(i64::from(nr)))
+    }
+
+    /// The number.
+    pub fn nr(self) -> i64 {
+        self.0
+    }
+
+    /// The name, if the number is in use.
+    pub fn name(self) -> Option<&'static str> {
+        wasmtap_abi::syscall_name(self.0)
+    }
+}
+
+impl fmt::Display for Syscall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+/// A task command name held by value: `Copy`, hashable, no allocation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Comm {
+    bytes: [u8; COMM_LEN],
+}
+
+impl Comm {
+    /// The name in `bytes`, cut at the first NUL and at 15 bytes like the kernel does.
+    pub fn new(bytes: &[u8]) -> Comm {
+        let mut out = [0; COMM_LEN];
+        let end = bytes
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(bytes.len())
+            .min(COMM_LEN - 1);
+        out[..end].copy_from_slice(&bytes[..end]);
+        Comm { bytes: out }
+    }
+
+    /// The name's bytes, without NUL padding.
+    pub fn as_bytes(&self) -> &[u8] {
+        let end = self.bytes.iter().position(|&b| b == 0).unwrap_or(COMM_LEN);
+        &self.bytes[..end]
+    }
+
+    /// The name as text; invalid UTF-8 becomes U+FFFD.
+    pub fn to_str_lossy(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(self.as_bytes())
+    }
+}
+
+impl fmt::Display for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_str_lossy())
+    }
+}
+
+impl fmt::Debug for Comm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Comm({:?})", self.to_str_lossy())
+    }
+}

@@ -1,0 +1,352 @@
+//! The live event source: loads the collectors with aya, writes the kernel-side
+//! filters into their maps, and drains their ring buffers on a thread of its own so a
+//! slow plugin never stalls the kernel side. Needs root (CAP_BPF, CAP_PERFMON).
+//!
+//! Ring buffers are written with `BPF_RB_NO_WAKEUP` (a wakeup costs a VM exit per event
+//! on these machines), so the drain thread polls every millisecond instead of waiting.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use aya::maps::{Array, HashMap, PerCpuArray, RingBuf};
+use aya::programs::{BtfTracePoint, TracePoint};
+use aya::{Btf, Ebpf, EbpfLoader};
+use wasmtap_abi::Kind;
+
+use super::probes::{collector_of, Collector};
+use super::{Chunk, KernelCounters, KindCounters};
+
+static SYSCALLS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
+static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/proc.bpf.o"));
+
+/// Records per chunk handed to the pipeline (bytes).
+const CHUNK_BYTES: usize = 256 << 10;
+/// Chunks buffered between the drain thread and the pipeline (at most ~256 MiB).
+const CHUNKS_IN_FLIGHT: usize = 1024;
+const SLOTS: u32 = 3;
+
+/// Why the live source could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("loading collectors needs root (CAP_BPF and CAP_PERFMON); `wasmtap replay` runs a recording without privileges")]
+    NotRoot,
+    #[error("cannot load the {collector:?} collector: {reason}")]
+    Load { collector: Collector, reason: String },
+    #[error("cannot attach {what}: {reason}")]
+    Attach { what: String, reason: String },
+    #[error("cannot configure the {collector:?} collector's {map} map: {reason}")]
+    Map { collector: Collector, map: &'static str, reason: String },
+    #[error("cannot start the ring buffer thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Filters applied in the kernel, for every collector.
+#[derive(Clone, Debug, Default)]
+pub struct KernelFilter {
+    /// Only these processes (`-p`, `-c`), plus their descendants if `follow_children`.
+    pub targets: Option<Vec<u32>>,
+    pub follow_children: bool,
+    pub uids: Option<Vec<u32>>,
+    pub comms: Option<Vec<String>>,
+    pub syscalls: Option<Vec<u32>>,
+}
+
+/// What to collect.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    pub kinds: BTreeSet<Kind>,
+    pub filter: KernelFilter,
+}
+
+/// Running collectors and their drain thread.
+pub struct Live {
+    objects: Vec<(Collector, Ebpf)>,
+    stop: Arc<AtomicBool>,
+    drain: Option<JoinHandle<()>>,
+    pipeline_drops: Arc<AtomicU64>,
+    malformed: Arc<AtomicU64>,
+}
+
+impl Live {
+    /// Load, configure and attach what `config` needs; events arrive on the receiver.
+    pub fn start(config: &LiveConfig) -> Result<(Live, Receiver<Chunk>), CollectError> {
+        if crate::sys::euid() != 0 {
+            return Err(CollectError::NotRoot);
+        }
+        crate::collect::tracefs::ensure_mounted();
+        let collectors: BTreeSet<Collector> = config.kinds.iter().map(|k| collector_of(*k)).collect();
+        let btf = Btf::from_sys_fs().map_err(|e| CollectError::Load { collector: Collector::Syscalls, reason: format!("no kernel BTF: {e}") })?;
+        let mut objects = Vec::new();
+        let mut rings = Vec::new();
+        for c in collectors {
+            let mut obj = load(c, config)?;
+            configure(c, &mut obj, &config.filter)?;
+            attach(c, &mut obj, config, &btf)?;
+            let ring = obj.take_map("EVENTS").ok_or(CollectError::Map { collector: c, map: "EVENTS", reason: "missing".into() })?;
+            let ring = RingBuf::try_from(ring).map_err(|e| CollectError::Map { collector: c, map: "EVENTS", reason: e.to_string() })?;
+            rings.push(ring);
+            objects.push((c, obj));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(CHUNKS_IN_FLIGHT);
+        let stop = Arc::new(AtomicBool::new(false));
+        let pipeline_drops = Arc::new(AtomicU64::new(0));
+        let malformed = Arc::new(AtomicU64::new(0));
+        let drainer = Drainer { rings, tx, stop: stop.clone(), pipeline_drops: pipeline_drops.clone(), malformed: malformed.clone() };
+        let drain = std::thread::Builder::new()
+            .name("wasmtap-ring".into())
+            .spawn(move || drainer.run())
+            .map_err(CollectError::Thread)?;
+        Ok((Live { objects, stop, drain: Some(drain), pipeline_drops, malformed }, rx))
+    }
+
+    /// Add a process to the target set of every collector (for `-c`, before it execs).
+    pub fn add_target(&mut self, pid: u32) -> Result<(), CollectError> {
+        for (c, obj) in &mut self.objects {
+            let map = obj.map_mut("TARGETS").ok_or(CollectError::Map { collector: *c, map: "TARGETS", reason: "missing".into() })?;
+            let mut targets: HashMap<_, u32, u8> =
+                HashMap::try_from(map).map_err(|e| CollectError::Map { collector: *c, map: "TARGETS", reason: e.to_string() })?;
+            targets.insert(pid, 1, 0).map_err(|e| CollectError::Map { collector: *c, map: "TARGETS", reason: e.to_string() })?;
+        }
+        Ok(())
+    }
+
+    /// The kernel's counters, summed over CPUs, plus the drain thread's.
+    pub fn counters(&self) -> KernelCounters {
+        let mut out = KernelCounters::default();
+        for (_, obj) in &self.objects {
+            let Some(map) = obj.map("COUNTERS") else { continue };
+            let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
+            for kind in Kind::ALL {
+                let slot = |s: u32| -> u64 {
+                    arr.get(&(kind as u32 * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0)
+                };
+                let k = KindCounters { filtered: slot(0), emitted: slot(1), dropped: slot(2) };
+                if k != KindCounters::default() {
+                    out.kinds.insert(kind, k);
+                }
+            }
+        }
+        out.pipeline_dropped = self.pipeline_drops.load(Ordering::Relaxed);
+        out.malformed = self.malformed.load(Ordering::Relaxed);
+        out
+    }
+
+    /// Detach nothing yet, but drain what the kernel has written and end the stream.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.drain.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
+    let f = &config.filter;
+    let flag = |b: bool| u32::from(b);
+    let self_tgid = std::process::id();
+    let targets = flag(f.targets.is_some());
+    let follow = flag(f.follow_children);
+    let uids = flag(f.uids.is_some());
+    let comms = flag(f.comms.is_some());
+    let syscalls = flag(f.syscalls.is_some());
+    let emit_fork = flag(config.kinds.contains(&Kind::Fork));
+    let emit_exit = flag(config.kinds.contains(&Kind::Exit));
+    let mut loader = EbpfLoader::new();
+    loader
+        .override_global("cfg_self_tgid", &self_tgid, true)
+        .override_global("cfg_filter_targets", &targets, true)
+        .override_global("cfg_follow_children", &follow, true)
+        .override_global("cfg_filter_uids", &uids, true)
+        .override_global("cfg_filter_comms", &comms, true);
+    let bytes = match c {
+        Collector::Syscalls => {
+            loader.override_global("cfg_filter_syscalls", &syscalls, true);
+            SYSCALLS_OBJ
+        }
+        Collector::Proc => {
+            loader.override_global("cfg_emit_fork", &emit_fork, true).override_global("cfg_emit_exit", &emit_exit, true);
+            PROC_OBJ
+        }
+    };
+    loader.load(bytes).map_err(|e| CollectError::Load { collector: c, reason: format!("{e:#}") })
+}
+
+fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter) -> Result<(), CollectError> {
+    let map_err = |map: &'static str| move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() };
+    let get = |obj: &mut Ebpf, map: &'static str| -> Result<&mut aya::maps::Map, CollectError> {
+        let m = obj.map_mut(map);
+        m.ok_or(CollectError::Map { collector: c, map, reason: "missing".into() })
+    };
+    if let Some(targets) = &f.targets {
+        let mut m: HashMap<_, u32, u8> = HashMap::try_from(get(obj, "TARGETS")?).map_err(map_err("TARGETS"))?;
+        for pid in targets {
+            m.insert(pid, 1, 0).map_err(map_err("TARGETS"))?;
+        }
+    }
+    if let Some(uids) = &f.uids {
+        let mut m: HashMap<_, u32, u8> = HashMap::try_from(get(obj, "UIDS")?).map_err(map_err("UIDS"))?;
+        for uid in uids {
+            m.insert(uid, 1, 0).map_err(map_err("UIDS"))?;
+        }
+    }
+    if let Some(comms) = &f.comms {
+        let mut m: HashMap<_, [u8; 16], u8> = HashMap::try_from(get(obj, "COMMS")?).map_err(map_err("COMMS"))?;
+        for comm in comms {
+            m.insert(comm_key(comm), 1, 0).map_err(map_err("COMMS"))?;
+        }
+    }
+    if let (Collector::Syscalls, Some(nrs)) = (c, &f.syscalls) {
+        let mut m: Array<_, u8> = Array::try_from(get(obj, "SYSCALLS")?).map_err(map_err("SYSCALLS"))?;
+        for nr in nrs {
+            m.set(*nr, 1, 0).map_err(map_err("SYSCALLS"))?;
+        }
+    }
+    Ok(())
+}
+
+/// A comm as the kernel stores it: at most 15 bytes, NUL-padded.
+pub fn comm_key(comm: &str) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    let n = comm.len().min(15);
+    key[..n].copy_from_slice(&comm.as_bytes()[..n]);
+    key
+}
+
+fn attach(c: Collector, obj: &mut Ebpf, config: &LiveConfig, btf: &Btf) -> Result<(), CollectError> {
+    let kinds = &config.kinds;
+    let tracking = config.filter.targets.is_some();
+    match c {
+        Collector::Syscalls => {
+            if kinds.contains(&Kind::SysEnter) {
+                attach_btf(obj, "wt_sys_enter", "sys_enter", btf)?;
+            }
+            if kinds.contains(&Kind::SysExit) {
+                attach_btf(obj, "wt_sys_exit", "sys_exit", btf)?;
+            }
+            if tracking && config.filter.follow_children {
+                attach_btf(obj, "wt_syscalls_track_fork", "sched_process_fork", btf)?;
+            }
+            if tracking {
+                attach_btf(obj, "wt_syscalls_untrack_exit", "sched_process_exit", btf)?;
+            }
+        }
+        Collector::Proc => {
+            if kinds.contains(&Kind::Exec) {
+                attach_tp(obj, "wt_execve_enter", "syscalls", "sys_enter_execve")?;
+                attach_tp(obj, "wt_execveat_enter", "syscalls", "sys_enter_execveat")?;
+                attach_tp(obj, "wt_execve_exit", "syscalls", "sys_exit_execve")?;
+                attach_tp(obj, "wt_execveat_exit", "syscalls", "sys_exit_execveat")?;
+            }
+            if kinds.contains(&Kind::Fork) || (tracking && config.filter.follow_children) {
+                attach_btf(obj, "wt_fork", "sched_process_fork", btf)?;
+            }
+            if kinds.contains(&Kind::Exit) || tracking {
+                attach_btf(obj, "wt_exit", "sched_process_exit", btf)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn attach_btf(obj: &mut Ebpf, prog: &str, event: &str, btf: &Btf) -> Result<(), CollectError> {
+    let what = || format!("tp_btf/{event} ({prog})");
+    let err = |e: &dyn std::fmt::Display| CollectError::Attach { what: what(), reason: e.to_string() };
+    let p: &mut BtfTracePoint = obj
+        .program_mut(prog)
+        .ok_or_else(|| err(&"program missing from the collector"))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| err(&e))?;
+    p.load(event, btf).map_err(|e| err(&verifier_error(&e)))?;
+    p.attach().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+fn attach_tp(obj: &mut Ebpf, prog: &str, category: &str, name: &str) -> Result<(), CollectError> {
+    let what = || format!("tracepoint:{category}:{name} ({prog})");
+    let err = |e: &dyn std::fmt::Display| CollectError::Attach { what: what(), reason: e.to_string() };
+    let p: &mut TracePoint = obj
+        .program_mut(prog)
+        .ok_or_else(|| err(&"program missing from the collector"))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| err(&e))?;
+    p.load().map_err(|e| err(&verifier_error(&e)))?;
+    p.attach(category, name).map_err(|e| err(&e))?;
+    Ok(())
+}
+
+fn verifier_error(e: &aya::programs::ProgramError) -> String {
+    let full = format!("{e:#}");
+    let tail: Vec<&str> = full.lines().rev().take(6).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+struct Drainer {
+    rings: Vec<RingBuf<aya::maps::Map>>,
+    tx: SyncSender<Chunk>,
+    stop: Arc<AtomicBool>,
+    pipeline_drops: Arc<AtomicU64>,
+    malformed: Arc<AtomicU64>,
+}
+
+impl Drainer {
+    fn run(mut self) {
+        let mut chunk = Chunk::with_capacity(CHUNK_BYTES + 4096);
+        loop {
+            let stopping = self.stop.load(Ordering::Relaxed);
+            let got = self.drain_once(&mut chunk);
+            if !chunk.bytes.is_empty() {
+                self.send(&mut chunk);
+            }
+            if stopping {
+                return;
+            }
+            if got == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    fn drain_once(&mut self, chunk: &mut Chunk) -> usize {
+        let mut n = 0;
+        for i in 0..self.rings.len() {
+            while let Some(item) = self.rings[i].next() {
+                n += 1;
+                match wasmtap_abi::check_record(&item) {
+                    Ok((_, size)) => {
+                        chunk.bytes.extend_from_slice(&item[..size]);
+                        chunk.records += 1;
+                    }
+                    Err(_) => {
+                        self.malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                drop(item);
+                if chunk.bytes.len() >= CHUNK_BYTES {
+                    self.send(chunk);
+                }
+            }
+        }
+        n
+    }
+
+    fn send(&mut self, chunk: &mut Chunk) {
+        let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
+        let records = full.records;
+        match self.tx.try_send(full) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.pipeline_drops.fetch_add(records, Ordering::Relaxed);
+            }
+        }
+    }
+}

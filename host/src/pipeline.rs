@@ -1,0 +1,132 @@
+//! The run loop: chunks from a source (live collectors or a recording) go to the
+//! plugins in batches; ticks fire on time; at the end plugins finish and every event
+//! is accounted for.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::collect::live::Live;
+use crate::collect::recording::{self, Reader, RecordingError, Writer};
+use crate::collect::{Chunk, KernelCounters};
+use crate::output::Output;
+use crate::plugin::{PluginSet, PluginStats};
+use crate::sandbox::Clock;
+use crate::sys::GatedChild;
+
+/// Where every event went.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Accounting {
+    pub kernel: KernelCounters,
+    pub plugins: Vec<PluginStats>,
+    /// Exit status of the `-c` command (wait(2) status), if there was one.
+    pub command_status: Option<i32>,
+}
+
+impl Accounting {
+    /// Events lost before reaching the plugins.
+    pub fn lost(&self) -> u64 {
+        self.kernel.dropped()
+    }
+
+    /// True if the run had problems: lost events, disabled plugins.
+    pub fn has_problems(&self) -> bool {
+        self.lost() > 0 || self.plugins.iter().any(|p| p.disabled.is_some() || p.dropped > 0)
+    }
+}
+
+/// How a live run ends.
+pub struct LiveOptions {
+    pub stop: Arc<AtomicBool>,
+    pub duration: Option<Duration>,
+    pub child: Option<GatedChild>,
+    pub record: Option<Writer>,
+}
+
+/// Run plugins over live events until Ctrl-C, the duration, or the `-c` command's exit.
+pub fn run_live(
+    plugins: &mut PluginSet,
+    mut live: Live,
+    rx: Receiver<Chunk>,
+    mut opts: LiveOptions,
+    out: &mut Output,
+) -> Result<Accounting, RecordingError> {
+    let clock = Clock::live();
+    let started = Instant::now();
+    let mut stopping = false;
+    let mut command_status = None;
+    if let Some(child) = opts.child.as_mut() {
+        if let Err(e) = child.release() {
+            out.diag(&format!("cannot start the command: {e}"));
+        }
+    }
+    loop {
+        match rx.recv_timeout(Duration::from_millis(5)) {
+            Ok(chunk) => {
+                if let Some(w) = opts.record.as_mut() {
+                    w.chunk(&chunk)?;
+                }
+                plugins.dispatch(&chunk.bytes, out, &clock);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        plugins.tick(clock.mono_ns(), out, &clock);
+        if stopping {
+            continue;
+        }
+        if let Some(child) = opts.child.as_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                command_status = Some(status);
+                stopping = true;
+            }
+        }
+        let timed_out = opts.duration.is_some_and(|d| started.elapsed() >= d);
+        if timed_out || opts.stop.load(Ordering::Relaxed) || out.is_broken() {
+            stopping = true;
+        }
+        if stopping {
+            // The drain thread empties the rings once more, then closes the channel.
+            live.stop();
+        }
+    }
+    if command_status.is_none() {
+        if let Some(child) = opts.child.as_mut() {
+            child.kill();
+        }
+    }
+    plugins.finish(out, &clock);
+    let kernel = live.counters();
+    if let Some(w) = opts.record.take() {
+        w.finish(&recording::Trailer { ended_mono_ns: clock.mono_ns(), counters: kernel.clone() })?;
+    }
+    Ok(Accounting { kernel, plugins: plugins.stats(), command_status })
+}
+
+/// Run plugins over a recording. Time is the recording's: ticks fire at recorded
+/// timestamps, so the same recording gives the same output every time.
+pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output) -> Result<Accounting, RecordingError> {
+    let base = Clock { fixed_mono_ns: Some(reader.header.started_mono_ns), wall_offset_ns: reader.header.wall_offset_ns };
+    let mut now = reader.header.started_mono_ns;
+    plugins.tick(now, out, &base);
+    while let Some(chunk) = reader.next_chunk()? {
+        if let Some(first) = wasmtap_abi::Records::new(&chunk.bytes).next() {
+            now = now.max(first.ts_ns());
+        }
+        let clock = Clock { fixed_mono_ns: Some(now), ..base };
+        plugins.tick(now, out, &clock);
+        plugins.dispatch(&chunk.bytes, out, &clock);
+        if let Some(last) = wasmtap_abi::Records::new(&chunk.bytes).last() {
+            now = now.max(last.ts_ns());
+        }
+    }
+    let kernel = reader.trailer().map(|t| t.counters.clone()).unwrap_or_default();
+    let end = reader.trailer().map_or(now, |t| t.ended_mono_ns.max(now));
+    let clock = Clock { fixed_mono_ns: Some(end), ..base };
+    plugins.tick(end, out, &clock);
+    plugins.finish(out, &clock);
+    Ok(Accounting { kernel, plugins: plugins.stats(), command_status: None })
+}

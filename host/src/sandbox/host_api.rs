@@ -1,0 +1,135 @@
+//! The host side of `wasmtap:plugin/host`. Nothing here prints: output is collected
+//! and handed to the caller after each call. Every guest-supplied size is checked
+//! against a cap; a plugin past a cap is trapped, which disables only that plugin.
+
+use super::wasmtap::plugin::{host, types};
+use super::StoreState;
+
+/// Bytes of output (rows, text, logs) a plugin may produce in one call.
+const OUTPUT_BYTES_PER_CALL: usize = 16 << 20;
+/// Rows a plugin may emit in one call.
+const ROWS_PER_CALL: usize = 1 << 20;
+
+/// The time a plugin sees.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    /// Fixed CLOCK_MONOTONIC value (replay), or `None` for the real clock.
+    pub fixed_mono_ns: Option<u64>,
+    /// Wall-clock nanoseconds minus monotonic nanoseconds.
+    pub wall_offset_ns: i128,
+}
+
+impl Clock {
+    /// The machine's clocks.
+    pub fn live() -> Clock {
+        let mono = crate::sys::monotonic_ns();
+        let wall = crate::sys::wall_ns();
+        Clock { fixed_mono_ns: None, wall_offset_ns: wall as i128 - mono as i128 }
+    }
+
+    /// Monotonic nanoseconds now.
+    pub fn mono_ns(&self) -> u64 {
+        self.fixed_mono_ns.unwrap_or_else(crate::sys::monotonic_ns)
+    }
+
+    /// Wall-clock nanoseconds for a monotonic timestamp.
+    pub fn wall_of(&self, mono_ns: u64) -> u64 {
+        (mono_ns as i128 + self.wall_offset_ns).max(0) as u64
+    }
+}
+
+/// One log line from a plugin.
+#[derive(Clone, Debug)]
+pub struct LogLine {
+    pub level: types::Level,
+    pub message: String,
+}
+
+/// What a plugin produced during one call, in order.
+#[derive(Debug, Default)]
+pub struct GuestOutput {
+    pub items: Vec<GuestItem>,
+    bytes: usize,
+    rows: usize,
+}
+
+/// One piece of plugin output.
+#[derive(Debug)]
+pub enum GuestItem {
+    Rows(Vec<types::Row>),
+    Text(String),
+    Log(LogLine),
+}
+
+impl GuestOutput {
+    fn charge(&mut self, bytes: usize, rows: usize) -> wasmtime::Result<()> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.rows = self.rows.saturating_add(rows);
+        if self.bytes > OUTPUT_BYTES_PER_CALL || self.rows > ROWS_PER_CALL {
+            wasmtime::bail!(
+                "output limit exceeded: more than {} MiB or {} rows in one call",
+                OUTPUT_BYTES_PER_CALL >> 20,
+                ROWS_PER_CALL
+            );
+        }
+        Ok(())
+    }
+}
+
+pub(super) struct HostState {
+    pub clock: Clock,
+    out: GuestOutput,
+}
+
+impl HostState {
+    pub fn new(clock: Clock) -> Self {
+        HostState { clock, out: GuestOutput::default() }
+    }
+
+    pub fn take_output(&mut self) -> GuestOutput {
+        std::mem::take(&mut self.out)
+    }
+}
+
+fn row_bytes(row: &types::Row) -> usize {
+    row.values
+        .iter()
+        .map(|v| match v {
+            types::Value::Int(_) => 8,
+            types::Value::Text(s) => s.len() + 8,
+        })
+        .sum::<usize>()
+        + 8
+}
+
+impl types::Host for StoreState {}
+
+impl host::Host for StoreState {
+    fn emit(&mut self, rows: Vec<types::Row>) -> wasmtime::Result<()> {
+        let bytes = rows.iter().map(row_bytes).sum();
+        self.host.out.charge(bytes, rows.len())?;
+        self.host.out.items.push(GuestItem::Rows(rows));
+        Ok(())
+    }
+
+    fn print(&mut self, text: String) -> wasmtime::Result<()> {
+        self.host.out.charge(text.len(), 0)?;
+        self.host.out.items.push(GuestItem::Text(text));
+        Ok(())
+    }
+
+    fn log(&mut self, level: types::Level, message: String) -> wasmtime::Result<()> {
+        self.host.out.charge(message.len(), 0)?;
+        self.host.out.items.push(GuestItem::Log(LogLine { level, message }));
+        Ok(())
+    }
+
+    fn monotonic_ns(&mut self) -> wasmtime::Result<u64> {
+        Ok(self.host.clock.mono_ns())
+    }
+
+    fn wall_ns(&mut self) -> wasmtime::Result<u64> {
+        let mono = self.host.clock.mono_ns();
+        Ok(self.host.clock.wall_of(mono))
+    }
+}
