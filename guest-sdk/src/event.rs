@@ -372,3 +372,132 @@ impl fmt::Debug for Comm {
         write!(f, "Comm({:?})", self.to_str_lossy())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_records::{self as t, put};
+    use wasmtap_abi::{header, Records};
+
+    fn only(batch: &[u8]) -> Event<'_> {
+        let mut recs = Records::new(batch);
+        let ev = Event::new(recs.next().expect("one record")).expect("known kind");
+        assert!(recs.next().is_none());
+        ev
+    }
+
+    #[test]
+    fn sys_enter_exposes_header_number_name_and_args() {
+        let b = t::sys_enter(42, 257, [1, 2, 3, 4, 5, u64::MAX]);
+        let ev = only(&b);
+        assert_eq!(
+            (ev.pid(), ev.tid(), ev.uid(), ev.gid()),
+            (42, 43, 1000, 100)
+        );
+        assert_eq!((ev.ts_ns(), ev.cgroup_id(), ev.sub()), (123_456_789, 77, 0));
+        assert_eq!(ev.comm(), "cat");
+        assert_eq!(ev.comm_key().to_string(), "cat");
+        assert_eq!(ev.kind(), Kind::SysEnter);
+        let Event::SysEnter(s) = ev else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(s.syscall().name(), Some("openat"));
+        assert_eq!(s.args(), [1, 2, 3, 4, 5, u64::MAX]);
+        assert_eq!(s.arg(6), 0);
+    }
+
+    #[test]
+    fn unknown_syscall_numbers_display_as_numbers() {
+        assert_eq!(Syscall(0).to_string(), "read");
+        assert_eq!(Syscall(100_000).to_string(), "100000");
+        assert_eq!(Syscall(-1).to_string(), "-1");
+        assert_eq!(Syscall::from_name("openat"), Some(Syscall(257)));
+        assert_eq!(Syscall::from_name("opne"), None);
+    }
+
+    #[test]
+    fn exec_args_split_on_nul_and_keep_empty_arguments() {
+        let b = t::exec(7, 0, &[b"ls", b"-l", b"", b"/tmp"]);
+        let Event::Exec(e) = only(&b) else { panic!() };
+        let args: Vec<&[u8]> = e.args().collect();
+        assert_eq!(args, [&b"ls"[..], b"-l", b"", b"/tmp"]);
+        assert_eq!(e.args_joined(), "ls -l  /tmp");
+        assert_eq!(
+            (e.ppid(), e.ret(), e.argc(), e.truncated()),
+            (1, 0, 4, false)
+        );
+    }
+
+    #[test]
+    fn exec_flags_and_failure() {
+        let mut b = t::exec(7, -2, &[b"nosuch"]);
+        t::set_flags(&mut b, exec::FLAG_TRUNCATED);
+        let Event::Exec(e) = only(&b) else { panic!() };
+        assert!(e.truncated());
+        assert_eq!(e.ret(), -2);
+        assert_eq!(e.args_joined(), "nosuch");
+    }
+
+    #[test]
+    fn exec_with_lying_lengths_stays_inside_the_record() {
+        let mut b = t::exec(7, 0, &[b"a", b"b"]);
+        put(&mut b, exec::ARGC, &1000u32.to_le_bytes());
+        put(&mut b, exec::ARGS_LEN, &u32::MAX.to_le_bytes());
+        let Event::Exec(e) = only(&b) else { panic!() };
+        // The padding after "b\0" reads as empty arguments; never past the record.
+        assert!(e.args().count() <= b.len() - exec::ARGS);
+        assert_eq!(e.args().next(), Some(&b"a"[..]));
+
+        let mut b = t::exec(7, 0, &[b"a"]);
+        put(&mut b, exec::ARGS_LEN, &0u32.to_le_bytes());
+        let Event::Exec(e) = only(&b) else { panic!() };
+        assert_eq!(e.args().count(), 0);
+    }
+
+    #[test]
+    fn exec_args_without_a_final_nul_end_at_the_record() {
+        // Collector cut the last argument mid-way: no terminating NUL.
+        let mut b = t::exec(7, 0, &[b"abcdefg"]);
+        put(&mut b, exec::ARGS_LEN, &7u32.to_le_bytes());
+        let Event::Exec(e) = only(&b) else { panic!() };
+        assert_eq!(e.args_joined(), "abcdefg");
+    }
+
+    #[test]
+    fn fork_and_exit_fields() {
+        let b = t::fork(10, 10, 11, fork::FLAG_THREAD);
+        let Event::Fork(f) = only(&b) else { panic!() };
+        assert_eq!(
+            (f.child_pid(), f.child_tid(), f.is_thread()),
+            (10, 11, true)
+        );
+
+        let b = t::exit(10, 3 << 8, 5, exit::FLAG_GROUP_DEAD);
+        let Event::Exit(x) = only(&b) else { panic!() };
+        assert_eq!(
+            (x.exit_code(), x.code(), x.signal(), x.core_dumped()),
+            (0x300, 3, 0, false)
+        );
+        assert_eq!((x.ppid(), x.start_ns(), x.group_dead()), (1, 5, true));
+
+        let b = t::exit(10, 0x80 | 11, 5, 0);
+        let Event::Exit(x) = only(&b) else { panic!() };
+        assert_eq!(
+            (x.code(), x.signal(), x.core_dumped(), x.group_dead()),
+            (0, 11, true, false)
+        );
+    }
+
+    #[test]
+    fn comm_with_invalid_utf8_is_repaired_not_rejected() {
+        let mut b = t::sys_enter(1, 0, [0; 6]);
+        put(&mut b, header::COMM, b"a\xffb\0\0");
+        let ev = only(&b);
+        assert_eq!(ev.comm_bytes(), b"a\xffb");
+        assert_eq!(ev.comm(), "a\u{fffd}b");
+        assert_eq!(
+            Comm::new(b"0123456789abcdefXYZ").as_bytes(),
+            b"0123456789abcde"
+        );
+    }
+}

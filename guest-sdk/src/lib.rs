@@ -87,6 +87,8 @@ mod event;
 mod output;
 mod params;
 mod runtime;
+#[cfg(test)]
+mod test_records;
 mod types;
 
 // The generated code names this crate by path so that plugin crates, where

@@ -3,7 +3,29 @@
 use std::fmt;
 
 use crate::bindings::wasmtap::plugin::host;
-use crate::{Row, Value};
+use crate::{Level, Row, Value};
+
+/// Where buffered output goes: the host's imports, or a recorder in tests.
+pub(crate) trait Sink {
+    fn emit(&mut self, rows: &[Row]);
+    fn print(&mut self, text: &str);
+    fn log(&mut self, level: Level, msg: &str);
+}
+
+/// The real host, through the WIT imports.
+pub(crate) struct HostSink;
+
+impl Sink for HostSink {
+    fn emit(&mut self, rows: &[Row]) {
+        host::emit(rows);
+    }
+    fn print(&mut self, text: &str) {
+        host::print(text);
+    }
+    fn log(&mut self, level: Level, msg: &str) {
+        host::log(level, msg);
+    }
+}
 
 /// Rows and text a plugin produces during one batch, tick or finish.
 ///
@@ -75,11 +97,11 @@ impl Output {
     }
 
     /// Hand everything to the host and empty the buffer.
-    pub(crate) fn flush(&mut self) {
+    pub(crate) fn flush(&mut self, sink: &mut impl Sink) {
         for chunk in self.chunks.drain(..) {
             match chunk {
-                Chunk::Rows(rows) => host::emit(&rows),
-                Chunk::Text(text) => host::print(&text),
+                Chunk::Rows(rows) => sink.emit(&rows),
+                Chunk::Text(text) => sink.print(&text),
             }
         }
     }

@@ -32,6 +32,11 @@ impl Params {
         Params { list }
     }
 
+    #[cfg(test)]
+    pub(crate) fn into_list(self) -> Vec<Param> {
+        self.list
+    }
+
     /// The raw value of `name`, if the host passed one.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.list

@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 
 use wasmtap_abi::Records;
 
-use crate::bindings::wasmtap::plugin::host;
+use crate::output::{HostSink, Sink};
 use crate::{Aggregation, Event, Level, Output, Param, Params, Plan, Plugin};
 
 /// The state of one plugin instance. Wasm components are single-threaded, so the
@@ -48,9 +48,24 @@ impl<P: Plugin> Slot<P> {
         }
     }
 
-    /// `on-batch`: decode every record in place and hand it to the plugin, then flush
-    /// the output once. Ignored before a successful `start` and after `finish`.
+    /// `on-batch`.
     pub fn on_batch(&self, batch: &[u8]) {
+        self.on_batch_to(batch, &mut HostSink);
+    }
+
+    /// `on-tick`.
+    pub fn on_tick(&self, now_ns: u64) -> Vec<Aggregation> {
+        self.on_tick_to(now_ns, &mut HostSink)
+    }
+
+    /// `finish`.
+    pub fn finish(&self) -> Vec<Aggregation> {
+        self.finish_to(&mut HostSink)
+    }
+
+    /// Decode every record in place and hand it to the plugin, then flush the output
+    /// once. Ignored before a successful `start` and after `finish`.
+    fn on_batch_to(&self, batch: &[u8], sink: &mut impl Sink) {
         let mut out = Output::new();
         let mut used = 0;
         {
@@ -63,44 +78,152 @@ impl<P: Plugin> Slot<P> {
                 }
             }
         }
-        out.flush();
+        out.flush(sink);
         if used < batch.len() {
-            self.warn_malformed(batch.len() - used);
+            self.warn_malformed(batch.len() - used, sink);
         }
     }
 
-    /// `on-tick`.
-    pub fn on_tick(&self, now_ns: u64) -> Vec<Aggregation> {
+    fn on_tick_to(&self, now_ns: u64, sink: &mut impl Sink) -> Vec<Aggregation> {
         let mut out = Output::new();
         let aggs = match self.plugin.borrow_mut().as_mut() {
             Some(plugin) => plugin.on_tick(now_ns, &mut out),
             None => Vec::new(),
         };
-        out.flush();
+        out.flush(sink);
         aggs
     }
 
-    /// `finish`: the plugin is dropped afterwards; later batches are ignored.
-    pub fn finish(&self) -> Vec<Aggregation> {
+    /// The plugin is dropped afterwards; later batches are ignored.
+    fn finish_to(&self, sink: &mut impl Sink) -> Vec<Aggregation> {
         let Some(mut plugin) = self.plugin.borrow_mut().take() else {
             return Vec::new();
         };
         let mut out = Output::new();
         let aggs = plugin.finish(&mut out);
-        out.flush();
+        out.flush(sink);
         aggs
     }
 
-    /// A batch whose tail does not parse means a host/plugin ABI mismatch; say so once
-    /// rather than per batch.
-    fn warn_malformed(&self, skipped: usize) {
+    /// A batch whose tail does not parse means a host/plugin layout mismatch; say so
+    /// once rather than once per batch.
+    fn warn_malformed(&self, skipped: usize, sink: &mut impl Sink) {
         if !self.warned_malformed.replace(true) {
             let msg = format!(
                 "skipped {skipped} bytes of a malformed or unknown record \
                  (event layout v{}); further occurrences are not reported",
                 wasmtap_abi::LAYOUT_VERSION
             );
-            host::log(Level::Warn, &msg);
+            sink.log(Level::Warn, &msg);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_records::sys_enter;
+    use crate::{PluginInfo, Row, Subscription, Value};
+
+    /// Counts events; prints a row per event and a line per tick.
+    struct Probe {
+        seen: i64,
+    }
+
+    impl Plugin for Probe {
+        fn info() -> PluginInfo {
+            PluginInfo::new("probe", "0", "", vec![])
+        }
+        fn start(params: &Params) -> Result<(Self, Plan), String> {
+            match params.text("fail") {
+                "" => Ok((Probe { seen: 0 }, Plan::new(vec![Subscription::new("x")]))),
+                why => Err(why.to_string()),
+            }
+        }
+        fn on_event(&mut self, ev: &Event<'_>, out: &mut Output) {
+            self.seen += 1;
+            out.row(0, vec![Value::from(ev.pid())]);
+        }
+        fn on_tick(&mut self, _now_ns: u64, out: &mut Output) -> Vec<Aggregation> {
+            out.print("tick\n");
+            Vec::new()
+        }
+        fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
+            let mut c = crate::Counts::new();
+            c.add("events", self.seen);
+            vec![c.to_aggregation("n", "", &["what"], crate::AggOrder::Key, 0)]
+        }
+    }
+
+    #[derive(Default)]
+    struct Recorder {
+        emits: Vec<Vec<Row>>,
+        prints: Vec<String>,
+        logs: Vec<String>,
+    }
+
+    impl Sink for Recorder {
+        fn emit(&mut self, rows: &[Row]) {
+            self.emits.push(rows.to_vec());
+        }
+        fn print(&mut self, text: &str) {
+            self.prints.push(text.to_string());
+        }
+        fn log(&mut self, _level: Level, msg: &str) {
+            self.logs.push(msg.to_string());
+        }
+    }
+
+    fn batch(pids: &[u32]) -> Vec<u8> {
+        pids.iter()
+            .flat_map(|&pid| sys_enter(pid, 0, [0; 6]))
+            .collect()
+    }
+
+    #[test]
+    fn batches_before_start_or_after_a_failed_start_are_ignored() {
+        let slot = Slot::<Probe>::new();
+        let mut rec = Recorder::default();
+        slot.on_batch_to(&batch(&[1, 2]), &mut rec);
+        assert_eq!(
+            slot.start(Params::from_pairs(&[("fail", "no")]).into_list()),
+            Err("no".into())
+        );
+        slot.on_batch_to(&batch(&[1, 2]), &mut rec);
+        assert!(rec.emits.is_empty() && rec.logs.is_empty());
+        assert!(slot.on_tick_to(0, &mut rec).is_empty());
+        assert!(slot.finish_to(&mut rec).is_empty());
+    }
+
+    #[test]
+    fn one_emit_per_batch_and_nothing_after_finish() {
+        let slot = Slot::<Probe>::new();
+        let mut rec = Recorder::default();
+        slot.start(Vec::new()).unwrap();
+        slot.on_batch_to(&batch(&[7, 8, 9]), &mut rec);
+        slot.on_batch_to(&[], &mut rec);
+        assert_eq!(rec.emits.len(), 1);
+        assert_eq!(rec.emits[0].len(), 3);
+        assert_eq!(rec.emits[0][2].values, vec![Value::Int(9)]);
+        slot.on_tick_to(1, &mut rec);
+        assert_eq!(rec.prints, vec!["tick\n".to_string()]);
+        let aggs = slot.finish_to(&mut rec);
+        assert_eq!(aggs[0].entries[0].value, 3);
+        slot.on_batch_to(&batch(&[1]), &mut rec);
+        assert_eq!(rec.emits.len(), 1);
+    }
+
+    #[test]
+    fn malformed_tail_is_reported_once_and_good_records_still_count() {
+        let slot = Slot::<Probe>::new();
+        let mut rec = Recorder::default();
+        slot.start(Vec::new()).unwrap();
+        let mut bad = batch(&[1, 2]);
+        bad.extend_from_slice(&[0xff; 40]);
+        slot.on_batch_to(&bad, &mut rec);
+        slot.on_batch_to(&bad, &mut rec);
+        assert_eq!(rec.emits.iter().map(Vec::len).sum::<usize>(), 4);
+        assert_eq!(rec.logs.len(), 1, "{:?}", rec.logs);
+        assert!(rec.logs[0].contains("skipped 40 bytes"));
     }
 }

@@ -308,3 +308,137 @@ pub fn syscall_name(nr: i64) -> Option<&'static str> {
 pub fn syscall_number(name: &str) -> Option<u32> {
     SYSCALL_NAMES.iter().position(|n| !n.is_empty() && *n == name).map(|i| i as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    fn rec(kind: Kind, size: usize) -> Vec<u8> {
+        let mut b = std::vec![0u8; size];
+        b[header::KIND..header::KIND + 2].copy_from_slice(&(kind as u16).to_le_bytes());
+        b[header::SIZE..header::SIZE + 2].copy_from_slice(&(size as u16).to_le_bytes());
+        b
+    }
+
+    fn batch() -> Vec<u8> {
+        let mut b = rec(Kind::SysEnter, sys_enter::SIZE);
+        b.extend(rec(Kind::Exec, exec::ARGS + 16));
+        b.extend(rec(Kind::Fork, fork::SIZE));
+        b.extend(rec(Kind::Exit, exit::SIZE));
+        b.extend(rec(Kind::SysExit, sys_exit::SIZE));
+        b
+    }
+
+    /// Read every field of every record, the way a plugin might.
+    fn touch_all(batch: &[u8]) -> usize {
+        let mut n = 0;
+        for r in Records::new(batch) {
+            let _ = (
+                r.kind(),
+                r.sub(),
+                r.flags(),
+                r.ts_ns(),
+                r.pid(),
+                r.tid(),
+                r.uid(),
+            );
+            let _ = (r.gid(), r.cgroup_id(), r.comm());
+            for off in (0..r.bytes().len() + 16).step_by(4) {
+                let _ = (
+                    r.u16_at(off),
+                    r.u32_at(off),
+                    r.i32_at(off),
+                    r.u64_at(off),
+                    r.i64_at(off),
+                );
+            }
+            let _ = r.slice(usize::MAX, 2);
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn a_well_formed_batch_yields_every_record() {
+        let b = batch();
+        let kinds: Vec<_> = Records::new(&b).map(|r| r.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                Kind::SysEnter,
+                Kind::Exec,
+                Kind::Fork,
+                Kind::Exit,
+                Kind::SysExit
+            ]
+            .map(Some)
+        );
+        assert_eq!(Records::new(&[]).count(), 0);
+    }
+
+    #[test]
+    fn every_truncation_yields_the_whole_records_before_the_cut() {
+        let b = batch();
+        let ends: Vec<usize> = Records::new(&b)
+            .scan(0, |at, r| {
+                *at += r.bytes().len();
+                Some(*at)
+            })
+            .collect();
+        for cut in 0..=b.len() {
+            let whole = ends.iter().filter(|&&end| end <= cut).count();
+            assert_eq!(touch_all(&b[..cut]), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn bad_sizes_and_kinds_stop_the_batch() {
+        for (kind, size) in [
+            (Kind::SysEnter as u16, sys_enter::SIZE as u16 - 8), // short for its kind
+            (Kind::Fork as u16, fork::SIZE as u16 + 8),          // long for its kind
+            (Kind::Exec as u16, exec::ARGS as u16 + 4),          // not a multiple of 8
+            (Kind::Exec as u16, u16::MAX),                       // past the end
+            (0, 64),                                             // no such kind
+            (99, 64),
+        ] {
+            let mut b = batch();
+            b[0..2].copy_from_slice(&kind.to_le_bytes());
+            b[2..4].copy_from_slice(&size.to_le_bytes());
+            assert_eq!(touch_all(&b), 0, "kind {kind} size {size}");
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        // A fixed LCG: the same "random" batches on every run.
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as u8
+        };
+        let good = batch();
+        for round in 0..2000 {
+            let mut b = good.clone();
+            // Corrupt a few bytes anywhere, then cut the tail.
+            for _ in 0..1 + round % 4 {
+                let i = usize::from(next()) * b.len() / 256;
+                b[i] = next();
+            }
+            b.truncate(b.len() - usize::from(next()) % 64);
+            touch_all(&b);
+        }
+    }
+
+    #[test]
+    fn syscall_table_round_trips() {
+        assert_eq!(syscall_name(257), Some("openat"));
+        assert_eq!(syscall_number("openat"), Some(257));
+        assert_eq!(syscall_name(-1), None);
+        assert_eq!(syscall_name(100_000), None);
+        assert_eq!(syscall_number(""), None);
+    }
+}
