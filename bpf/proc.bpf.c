@@ -90,21 +90,22 @@ static __always_inline int wt_exec_exit(long ret)
 	struct task_struct *task;
 	struct wt_exec *e;
 	__u16 flags;
-	__u32 size;
+	__u64 size, len;
 
 	e = bpf_map_lookup_elem(&EXECS, &tid);
 	if (!e)
 		return 0;
 	flags = e->h.flags;
-	size = (offsetof(struct wt_exec, args) + e->args_len + 7) & ~7U;
-	if (size > sizeof(*e))
-		size = sizeof(*e);
+	len = ((__u64)e->args_len + 7) & ~7ULL;
+	if (len > WT_EXEC_ARGS_MAX)
+		len = WT_EXEC_ARGS_MAX;
+	size = offsetof(struct wt_exec, args) + len;
 	wt_fill_header(&e->h, WT_EXEC, size);
 	e->h.flags = flags;
 	task = (struct task_struct *)bpf_get_current_task();
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->ret = ret;
-	if (bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))
+	if (size > sizeof(*e) || bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))
 		wt_count(WT_EXEC, WT_SLOT_DROPPED);
 	else
 		wt_count(WT_EXEC, WT_SLOT_EMITTED);

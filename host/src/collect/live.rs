@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use aya::maps::{Array, HashMap, PerCpuArray, RingBuf};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::{BtfTracePoint, TracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
@@ -181,32 +181,32 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
     loader.load(bytes).map_err(|e| CollectError::Load { collector: c, reason: format!("{e:#}") })
 }
 
+fn map_of<'a>(c: Collector, obj: &'a mut Ebpf, map: &'static str) -> Result<&'a mut aya::maps::Map, CollectError> {
+    obj.map_mut(map).ok_or(CollectError::Map { collector: c, map, reason: "missing".into() })
+}
+
 fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter) -> Result<(), CollectError> {
     let map_err = |map: &'static str| move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() };
-    let get = |obj: &mut Ebpf, map: &'static str| -> Result<&mut aya::maps::Map, CollectError> {
-        let m = obj.map_mut(map);
-        m.ok_or(CollectError::Map { collector: c, map, reason: "missing".into() })
-    };
     if let Some(targets) = &f.targets {
-        let mut m: HashMap<_, u32, u8> = HashMap::try_from(get(obj, "TARGETS")?).map_err(map_err("TARGETS"))?;
+        let mut m: HashMap<_, u32, u8> = HashMap::try_from(map_of(c, obj, "TARGETS")?).map_err(map_err("TARGETS"))?;
         for pid in targets {
             m.insert(pid, 1, 0).map_err(map_err("TARGETS"))?;
         }
     }
     if let Some(uids) = &f.uids {
-        let mut m: HashMap<_, u32, u8> = HashMap::try_from(get(obj, "UIDS")?).map_err(map_err("UIDS"))?;
+        let mut m: HashMap<_, u32, u8> = HashMap::try_from(map_of(c, obj, "UIDS")?).map_err(map_err("UIDS"))?;
         for uid in uids {
             m.insert(uid, 1, 0).map_err(map_err("UIDS"))?;
         }
     }
     if let Some(comms) = &f.comms {
-        let mut m: HashMap<_, [u8; 16], u8> = HashMap::try_from(get(obj, "COMMS")?).map_err(map_err("COMMS"))?;
+        let mut m: HashMap<_, [u8; 16], u8> = HashMap::try_from(map_of(c, obj, "COMMS")?).map_err(map_err("COMMS"))?;
         for comm in comms {
             m.insert(comm_key(comm), 1, 0).map_err(map_err("COMMS"))?;
         }
     }
     if let (Collector::Syscalls, Some(nrs)) = (c, &f.syscalls) {
-        let mut m: Array<_, u8> = Array::try_from(get(obj, "SYSCALLS")?).map_err(map_err("SYSCALLS"))?;
+        let mut m: Array<_, u8> = Array::try_from(map_of(c, obj, "SYSCALLS")?).map_err(map_err("SYSCALLS"))?;
         for nr in nrs {
             m.set(*nr, 1, 0).map_err(map_err("SYSCALLS"))?;
         }
@@ -291,7 +291,7 @@ fn verifier_error(e: &aya::programs::ProgramError) -> String {
 }
 
 struct Drainer {
-    rings: Vec<RingBuf<aya::maps::Map>>,
+    rings: Vec<RingBuf<MapData>>,
     tx: SyncSender<Chunk>,
     stop: Arc<AtomicBool>,
     pipeline_drops: Arc<AtomicU64>,
@@ -318,8 +318,8 @@ impl Drainer {
 
     fn drain_once(&mut self, chunk: &mut Chunk) -> usize {
         let mut n = 0;
-        for i in 0..self.rings.len() {
-            while let Some(item) = self.rings[i].next() {
+        for ring in &mut self.rings {
+            while let Some(item) = ring.next() {
                 n += 1;
                 match wasmtap_abi::check_record(&item) {
                     Ok((_, size)) => {
@@ -332,7 +332,7 @@ impl Drainer {
                 }
                 drop(item);
                 if chunk.bytes.len() >= CHUNK_BYTES {
-                    self.send(chunk);
+                    send(&self.tx, &self.pipeline_drops, chunk);
                 }
             }
         }
@@ -340,13 +340,16 @@ impl Drainer {
     }
 
     fn send(&mut self, chunk: &mut Chunk) {
-        let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
-        let records = full.records;
-        match self.tx.try_send(full) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.pipeline_drops.fetch_add(records, Ordering::Relaxed);
-            }
-        }
+        send(&self.tx, &self.pipeline_drops, chunk);
+    }
+}
+
+/// Hand a full chunk to the pipeline without ever blocking: if it is full, count the
+/// records as dropped and go on.
+fn send(tx: &SyncSender<Chunk>, drops: &AtomicU64, chunk: &mut Chunk) {
+    let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
+    let records = full.records;
+    if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(full) {
+        drops.fetch_add(records, Ordering::Relaxed);
     }
 }

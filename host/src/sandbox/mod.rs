@@ -92,7 +92,6 @@ impl Sandbox {
         let engine_err = |e: wasmtime::Error| SandboxError::Engine(format!("{e:#}"));
         let mut config = Config::new();
         config.epoch_interruption(true);
-        config.wasm_threads(false);
         // Per-call overhead drops from ~650 to ~170 ns without the async machinery.
         config.concurrency_support(false);
         let engine = Engine::new(&config).map_err(engine_err)?;

@@ -1,0 +1,142 @@
+//! Command-line interface: raw arguments (`*Args`) become a validated run in the
+//! command modules, one per subcommand.
+
+mod list;
+mod replay;
+mod run;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::output::Format;
+use crate::plugin::params::RawParam;
+
+/// How a command ended, for the exit code: 0 clean, 1 finished with problems.
+pub enum Outcome {
+    Clean,
+    Problems,
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "wasmtap", version, about = "Trace Linux with sandboxed WebAssembly plugins over vetted eBPF collectors")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run plugins over live kernel events (needs root).
+    Run(RunArgs),
+    /// List the probes this kernel offers, with their fields.
+    List(ListArgs),
+    /// Run plugins and record the events they subscribe to into a file.
+    Record(RecordArgs),
+    /// Run plugins over a recording (no root, no BPF; deterministic).
+    Replay(ReplayArgs),
+}
+
+/// Options shared by everything that runs plugins.
+#[derive(Args, Debug, Clone)]
+pub struct PluginArgs {
+    /// A plugin parameter; `PLUGIN.NAME=VALUE` when several plugins run.
+    #[arg(long = "param", value_name = "[PLUGIN.]NAME=VALUE")]
+    params: Vec<RawParam>,
+    /// Print per-probe and per-plugin event accounting at the end.
+    #[arg(long)]
+    stats: bool,
+    /// Linear-memory cap per plugin, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    memory_mib: u64,
+    /// Longest one call into a plugin may run, e.g. 250ms.
+    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = parse_duration)]
+    deadline: Duration,
+    /// Show this help, and the parameters of the plugins named.
+    #[arg(short = 'h', long)]
+    help: bool,
+}
+
+/// Options that choose what live events to trace.
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Trace only this process (repeatable); filtered in the kernel.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pids: Vec<u32>,
+    /// Run this command and trace it and its children; stop when it exits.
+    #[arg(short = 'c', long = "cmd", value_name = "'CMD ARGS'", conflicts_with = "pids")]
+    command: Option<String>,
+    /// Stop after this long, e.g. 5s.
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+#[derive(Args, Debug)]
+#[command(disable_help_flag = true)]
+pub struct RunArgs {
+    /// Plugins: vetted names (`syscount`) or paths to .wasm components.
+    #[arg(value_name = "PLUGIN")]
+    plugins: Vec<String>,
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    format: Format,
+    #[command(flatten)]
+    common: PluginArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(disable_help_flag = true)]
+pub struct RecordArgs {
+    #[arg(value_name = "PLUGIN")]
+    plugins: Vec<String>,
+    /// The recording to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE", required_unless_present = "help")]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    common: PluginArgs,
+}
+
+#[derive(Args, Debug)]
+#[command(disable_help_flag = true)]
+pub struct ReplayArgs {
+    /// A file written by `wasmtap record`.
+    #[arg(value_name = "FILE", required_unless_present = "help")]
+    file: Option<PathBuf>,
+    #[arg(value_name = "PLUGIN")]
+    plugins: Vec<String>,
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    format: Format,
+    #[command(flatten)]
+    common: PluginArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Only probes matching this pattern (`*` matches anything), e.g. 'syscall:open*'.
+    pattern: Option<String>,
+}
+
+/// Run the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Record(args) => run::record(args),
+        Command::Replay(args) => replay::replay(args),
+        Command::List(args) => list::list(args),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::plugin::params::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (try 500ms, 5s, 1m)"))
+}
+
+impl PluginArgs {
+    fn limits(&self) -> crate::sandbox::Limits {
+        crate::sandbox::Limits { memory_bytes: (self.memory_mib as usize) << 20, deadline: self.deadline }
+    }
+}

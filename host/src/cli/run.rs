@@ -1,0 +1,138 @@
+//! `wasmtap run` and `wasmtap record`.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+
+use super::{Outcome, PluginArgs, RecordArgs, RunArgs, TraceArgs};
+use crate::collect::live::{KernelFilter, Live, LiveConfig};
+use crate::collect::recording::{Header, Writer};
+use crate::output::{Format, Output};
+use crate::pipeline::{self, LiveOptions};
+use crate::plugin::{self, params, PluginSet, Runner};
+use crate::sandbox::{Clock, Sandbox};
+use crate::sys::GatedChild;
+
+pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+    trace(&args.plugins, &args.trace, &args.common, args.format, None)
+}
+
+pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
+    trace(&args.plugins, &args.trace, &args.common, Format::Text, args.file.as_deref())
+}
+
+fn trace(
+    plugin_args: &[String],
+    trace: &TraceArgs,
+    common: &PluginArgs,
+    format: Format,
+    record_to: Option<&std::path::Path>,
+) -> anyhow::Result<Outcome> {
+    let sandbox = Sandbox::new(common.limits())?;
+    let Some(mut plugins) = start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" })? else {
+        return Ok(Outcome::Clean);
+    };
+    let mut child = match &trace.command {
+        Some(cmd) => {
+            let argv = shlex::split(cmd).filter(|a| !a.is_empty()).with_context(|| format!("cannot parse command `{cmd}`"))?;
+            Some(GatedChild::spawn(&argv).with_context(|| format!("cannot start `{cmd}`"))?)
+        }
+        None => None,
+    };
+    for pid in &trace.pids {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("no process with pid {pid}");
+        }
+    }
+    let (syscalls, uids, comms) = plugins.kernel_union();
+    let targets = match &child {
+        Some(c) => Some(vec![c.pid()]),
+        None if !trace.pids.is_empty() => Some(trace.pids.clone()),
+        None => None,
+    };
+    let config = LiveConfig {
+        kinds: plugins.kinds(),
+        filter: KernelFilter { targets, follow_children: child.is_some(), uids, comms, syscalls },
+    };
+    let (live, rx) = Live::start(&config)?;
+    let writer = match record_to {
+        Some(path) => Some(Writer::create(path, &recording_header(&plugins))?),
+        None => None,
+    };
+    let mut out = Output::stdio(format);
+    out.attached(plugins.probe_names().len(), true);
+    for r in &plugins.runners {
+        for t in r.tables() {
+            out.table_header(t);
+        }
+    }
+    out.flush();
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    let opts = LiveOptions { stop, duration: trace.duration, child: child.take(), record: writer };
+    let accounting = pipeline::run_live(&mut plugins, live, rx, opts, &mut out)?;
+    out.accounting(&accounting, common.stats);
+    out.flush();
+    Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })
+}
+
+fn recording_header(plugins: &PluginSet) -> Header {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
+    let clock = Clock::live();
+    Header {
+        layout_version: wasmtap_abi::LAYOUT_VERSION,
+        wall_offset_ns: clock.wall_offset_ns,
+        started_mono_ns: crate::sys::monotonic_ns(),
+        probes: plugins.probe_names(),
+        hostname: read("/proc/sys/kernel/hostname"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+    }
+}
+
+/// Load, describe and start the plugins; `None` when only help was asked for.
+pub(super) fn start_plugins(sandbox: &Sandbox, plugin_args: &[String], common: &PluginArgs, verb: &str) -> anyhow::Result<Option<PluginSet>> {
+    if plugin_args.is_empty() && !common.help {
+        bail!("wasmtap {verb}: name at least one plugin (vetted: {})", plugin::resolve::available().join(", "));
+    }
+    let mut described = Vec::new();
+    for arg in plugin_args {
+        described.push(plugin::describe(sandbox, arg, Clock::live())?);
+    }
+    if common.help {
+        print_help(verb, &described);
+        return Ok(None);
+    }
+    let specs: Vec<_> = described.iter().map(|d| (d.info.name.clone(), d.info.params.clone())).collect();
+    params::check_unclaimed(&common.params, &specs)?;
+    let mut runners = Vec::new();
+    for d in described {
+        let ps = params::resolve(&d.info.name, &d.info.params, &common.params)?;
+        runners.push(Runner::start(d, &ps)?);
+    }
+    Ok(Some(PluginSet { runners }))
+}
+
+fn print_help(verb: &str, described: &[plugin::Described]) {
+    use clap::CommandFactory;
+    let mut cmd = super::Cli::command();
+    if let Some(sub) = cmd.find_subcommand_mut(verb) {
+        let _ = sub.print_help();
+    }
+    for d in described {
+        let i = &d.info;
+        println!("\n{} {} — {}", i.name, i.version, i.description);
+        if i.params.is_empty() {
+            println!("  (no parameters)");
+        }
+        for p in &i.params {
+            let default = match &p.default_value {
+                Some(v) if v.is_empty() => " [default: none]".to_string(),
+                Some(v) => format!(" [default: {v}]"),
+                None => " [required]".to_string(),
+            };
+            println!("  --param {}=<{:?}>  {}{}", p.name, p.kind, p.description, default);
+        }
+    }
+}
