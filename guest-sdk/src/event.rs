@@ -125,6 +125,11 @@ impl SysEnter<'_> {
         Syscall(self.id())
     }
 
+    /// The syscall's name (`openat`), if the number is in use.
+    pub fn name(&self) -> Option<&'static str> {
+        self.syscall().name()
+    }
+
     /// Argument `i` (0 to 5) as the raw register value; 0 past the sixth.
     pub fn arg(&self, i: usize) -> u64 {
         if i >= 6 {
@@ -152,6 +157,11 @@ impl SysExit<'_> {
     /// The syscall, with its name.
     pub fn syscall(&self) -> Syscall {
         Syscall(self.id())
+    }
+
+    /// The syscall's name (`openat`), if the number is in use.
+    pub fn name(&self) -> Option<&'static str> {
+        self.syscall().name()
     }
 
     /// Return value; `-errno` on failure.
@@ -402,6 +412,7 @@ mod tests {
             panic!("{ev:?}")
         };
         assert_eq!(s.syscall().name(), Some("openat"));
+        assert_eq!(s.name(), Some("openat"));
         assert_eq!(s.args(), [1, 2, 3, 4, 5, u64::MAX]);
         assert_eq!(s.arg(6), 0);
     }
