@@ -3,15 +3,15 @@
 //! is accounted for.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::collect::live::Live;
+use crate::collect::live::{ChunkReceiver, Live};
 use crate::collect::recording::{self, Reader, RecordingError, Writer};
-use crate::collect::{Chunk, KernelCounters};
+use crate::collect::KernelCounters;
 use crate::output::Output;
 use crate::plugin::{PluginSet, PluginStats};
 use crate::sandbox::Clock;
@@ -50,7 +50,7 @@ pub struct LiveOptions {
 pub fn run_live(
     plugins: &mut PluginSet,
     mut live: Live,
-    rx: Receiver<Chunk>,
+    rx: ChunkReceiver,
     mut opts: LiveOptions,
     out: &mut Output,
 ) -> Result<Accounting, RecordingError> {

@@ -1,5 +1,5 @@
 /* Forks and execs `/bin/true ARG` N times (argv[1], default 200) as fast as it can,
- * waiting for each; prints its own pid, then one line per child: "pid". */
+ * waiting for each; prints (to stderr) its own pid, then one line per child. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -10,8 +10,7 @@ int main(int argc, char **argv)
 	long n = argc > 1 ? atol(argv[1]) : 200;
 	char arg[32];
 
-	printf("parent %d\n", getpid());
-	fflush(stdout);
+	fprintf(stderr, "parent %d\n", getpid());
 	for (long i = 0; i < n; i++) {
 		pid_t pid = fork();
 
@@ -22,7 +21,7 @@ int main(int argc, char **argv)
 		}
 		if (pid < 0)
 			return 1;
-		printf("child %d\n", pid);
+		fprintf(stderr, "child %d\n", pid);
 		waitpid(pid, NULL, 0);
 	}
 	return 0;

@@ -1,4 +1,4 @@
-/* Calls getppid() exactly N times (argv[1], default 1000000), then prints N. */
+/* Calls getppid() exactly N times (argv[1], default 1000000), then prints N to stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -10,6 +10,6 @@ int main(int argc, char **argv)
 
 	for (long i = 0; i < n; i++)
 		syscall(SYS_getppid);
-	printf("%ld\n", n);
+	fprintf(stderr, "%ld\n", n);
 	return 0;
 }

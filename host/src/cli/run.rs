@@ -122,17 +122,26 @@ fn print_help(verb: &str, described: &[plugin::Described]) {
     }
     for d in described {
         let i = &d.info;
-        println!("\n{} {} — {}", i.name, i.version, i.description);
+        println!("\nPlugin {} {}: {}", i.name, i.version, i.description);
         if i.params.is_empty() {
             println!("  (no parameters)");
         }
-        for p in &i.params {
-            let default = match &p.default_value {
-                Some(v) if v.is_empty() => " [default: none]".to_string(),
-                Some(v) => format!(" [default: {v}]"),
-                None => " [required]".to_string(),
-            };
-            println!("  --param {}=<{:?}>  {}{}", p.name, p.kind, p.description, default);
+        let rows: Vec<(String, String)> = i
+            .params
+            .iter()
+            .map(|p| {
+                let kind = format!("{:?}", p.kind).rsplit("::").next().unwrap_or("").to_ascii_uppercase();
+                let default = match &p.default_value {
+                    Some(v) if v.is_empty() => String::new(),
+                    Some(v) => format!(" [default: {v}]"),
+                    None => " [required]".to_string(),
+                };
+                (format!("--param {}={kind}", p.name), format!("{}{default}", p.description))
+            })
+            .collect();
+        let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+        for (left, right) in rows {
+            println!("  {left:<width$}  {right}");
         }
     }
 }

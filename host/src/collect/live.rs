@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -25,8 +25,9 @@ static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/
 
 /// Records per chunk handed to the pipeline (bytes).
 const CHUNK_BYTES: usize = 256 << 10;
-/// Chunks buffered between the drain thread and the pipeline (at most ~256 MiB).
-const CHUNKS_IN_FLIGHT: usize = 1024;
+/// Bytes of records buffered between the drain thread and the pipeline, so that a plugin
+/// stalled up to its deadline loses nothing: ~2 M events at 112 bytes.
+const BYTES_IN_FLIGHT: u64 = 256 << 20;
 const SLOTS: u32 = 3;
 
 /// Why the live source could not start.
@@ -73,7 +74,7 @@ pub struct Live {
 
 impl Live {
     /// Load, configure and attach what `config` needs; events arrive on the receiver.
-    pub fn start(config: &LiveConfig) -> Result<(Live, Receiver<Chunk>), CollectError> {
+    pub fn start(config: &LiveConfig) -> Result<(Live, ChunkReceiver), CollectError> {
         if crate::sys::euid() != 0 {
             return Err(CollectError::NotRoot);
         }
@@ -91,16 +92,22 @@ impl Live {
             rings.push(ring);
             objects.push((c, obj));
         }
-        let (tx, rx) = std::sync::mpsc::sync_channel(CHUNKS_IN_FLIGHT);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let in_flight = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let pipeline_drops = Arc::new(AtomicU64::new(0));
         let malformed = Arc::new(AtomicU64::new(0));
-        let drainer = Drainer { rings, tx, stop: stop.clone(), pipeline_drops: pipeline_drops.clone(), malformed: malformed.clone() };
+        let drainer = Drainer {
+            rings,
+            tx: ChunkSender { tx, in_flight: in_flight.clone(), drops: pipeline_drops.clone() },
+            stop: stop.clone(),
+            malformed: malformed.clone(),
+        };
         let drain = std::thread::Builder::new()
             .name("wasmtap-ring".into())
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
-        Ok((Live { objects, stop, drain: Some(drain), pipeline_drops, malformed }, rx))
+        Ok((Live { objects, stop, drain: Some(drain), pipeline_drops, malformed }, ChunkReceiver { rx, in_flight }))
     }
 
     /// Add a process to the target set of every collector (for `-c`, before it execs).
@@ -292,9 +299,8 @@ fn verifier_error(e: &aya::programs::ProgramError) -> String {
 
 struct Drainer {
     rings: Vec<RingBuf<MapData>>,
-    tx: SyncSender<Chunk>,
+    tx: ChunkSender,
     stop: Arc<AtomicBool>,
-    pipeline_drops: Arc<AtomicU64>,
     malformed: Arc<AtomicU64>,
 }
 
@@ -332,7 +338,7 @@ impl Drainer {
                 }
                 drop(item);
                 if chunk.bytes.len() >= CHUNK_BYTES {
-                    send(&self.tx, &self.pipeline_drops, chunk);
+                    self.tx.send(chunk);
                 }
             }
         }
@@ -340,16 +346,44 @@ impl Drainer {
     }
 
     fn send(&mut self, chunk: &mut Chunk) {
-        send(&self.tx, &self.pipeline_drops, chunk);
+        self.tx.send(chunk);
     }
 }
 
-/// Hand a full chunk to the pipeline without ever blocking: if it is full, count the
-/// records as dropped and go on.
-fn send(tx: &SyncSender<Chunk>, drops: &AtomicU64, chunk: &mut Chunk) {
-    let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
-    let records = full.records;
-    if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(full) {
-        drops.fetch_add(records, Ordering::Relaxed);
+/// The drain thread's end of the pipeline: never blocks. Past [`BYTES_IN_FLIGHT`]
+/// unconsumed bytes, records are counted as dropped and the thread goes on.
+struct ChunkSender {
+    tx: Sender<Chunk>,
+    in_flight: Arc<AtomicU64>,
+    drops: Arc<AtomicU64>,
+}
+
+impl ChunkSender {
+    fn send(&self, chunk: &mut Chunk) {
+        let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
+        let (records, bytes) = (full.records, full.bytes.len() as u64);
+        if self.in_flight.load(Ordering::Relaxed) + bytes > BYTES_IN_FLIGHT {
+            self.drops.fetch_add(records, Ordering::Relaxed);
+            return;
+        }
+        self.in_flight.fetch_add(bytes, Ordering::Relaxed);
+        if self.tx.send(full).is_err() {
+            self.drops.fetch_add(records, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The pipeline's end: chunks in the order the rings gave them.
+pub struct ChunkReceiver {
+    rx: Receiver<Chunk>,
+    in_flight: Arc<AtomicU64>,
+}
+
+impl ChunkReceiver {
+    /// The next chunk, waiting up to `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Chunk, std::sync::mpsc::RecvTimeoutError> {
+        let chunk = self.rx.recv_timeout(timeout)?;
+        self.in_flight.fetch_sub(chunk.bytes.len() as u64, Ordering::Relaxed);
+        Ok(chunk)
     }
 }

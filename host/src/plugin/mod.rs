@@ -239,7 +239,7 @@ impl Runner {
     }
 
     fn disable(&mut self, fault: Fault, out: &mut Output) {
-        let msg = format!("plugin `{}` disabled: {fault}", self.info.name);
+        let msg = format!("plugin `{}` disabled {fault}", self.info.name);
         out.diag(&msg);
         self.stats.disabled = Some(fault.to_string());
         self.instance = None;

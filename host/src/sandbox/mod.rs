@@ -27,7 +27,7 @@ wasmtime::component::bindgen!({
     imports: { default: trappable },
 });
 
-pub use wasmtap::plugin::types;
+pub use self::wasmtap::plugin::types;
 
 /// How often the engine's epoch advances; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(5);
@@ -208,31 +208,46 @@ pub struct Fault {
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} in {}", self.reason, self.callback)
+        write!(f, "in {}: {}", self.callback, self.reason)
     }
 }
 
 impl Fault {
     fn from_error(callback: &'static str, err: &wasmtime::Error, store: &Store<StoreState>) -> Fault {
+        let stderr = store.data().stderr.contents();
+        let said = panic_message(&String::from_utf8_lossy(&stderr));
         let reason = match err.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::Interrupt) => "ran past its deadline (infinite loop?)".to_string(),
             Some(wasmtime::Trap::OutOfFuel) => "ran out of CPU budget".to_string(),
-            _ => {
-                let msg = format!("{err:#}");
+            Some(wasmtime::Trap::UnreachableCodeReached) if said.is_some() => "panicked".to_string(),
+            Some(wasmtime::Trap::UnreachableCodeReached) => "aborted (wasm `unreachable`)".to_string(),
+            Some(trap) => format!("trapped: {trap}"),
+            None => {
+                let msg = err.root_cause().to_string();
                 if msg.contains("forcing trap when growing memory") {
                     "exceeded its memory limit".to_string()
                 } else {
-                    format!("trapped: {}", first_line(&msg))
+                    first_line(&msg)
                 }
             }
         };
-        let stderr = store.data().stderr.contents();
-        let last = String::from_utf8_lossy(&stderr).lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string);
-        let reason = match last {
-            Some(line) => format!("{reason} (plugin said: {})", truncate(&line, 300)),
+        let reason = match said {
+            Some(line) => format!("{reason}: {}", truncate(&line, 300)),
             None => reason,
         };
         Fault { callback, reason }
+    }
+}
+
+/// The message of a Rust panic printed to the guest's stderr, if there is one.
+fn panic_message(stderr: &str) -> Option<String> {
+    let mut lines = stderr.lines().skip_while(|l| !l.contains("panicked at"));
+    let at = lines.next()?;
+    let msg: Vec<&str> = lines.take_while(|l| !l.starts_with("note:")).collect();
+    if msg.is_empty() {
+        at.split_once("panicked at").map(|(_, rest)| rest.trim().to_string())
+    } else {
+        Some(msg.join(" "))
     }
 }
 

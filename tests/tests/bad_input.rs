@@ -1,0 +1,75 @@
+//! Bad input: exit code 2 and one clear line naming the problem; never a panic.
+//! No root needed: every check happens before anything is loaded into the kernel.
+
+use wasmtap_tests::*;
+
+fn fails_with(args: &[&str], expect: &str) {
+    let o = run(wasmtap().args(args));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(expect), "{args:?}: expected {expect:?} in:\n{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line only:\n{err}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+}
+
+#[test]
+fn missing_plugin_is_named() {
+    fails_with(&["run", "nosuchplugin"], "no plugin named `nosuchplugin`");
+    fails_with(&["run", "/nonexistent/x.wasm"], "plugin file /nonexistent/x.wasm does not exist");
+}
+
+#[test]
+fn a_file_that_is_not_a_component_is_refused() {
+    let path = std::env::temp_dir().join(format!("wasmtap-not-a-component-{}.wasm", std::process::id()));
+    std::fs::write(&path, b"this is not wasm").unwrap();
+    fails_with(&["run", path.to_str().unwrap()], "is not a WebAssembly component");
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn a_component_for_another_world_is_refused() {
+    let p = wasm("otherworld");
+    fails_with(&["run", p.to_str().unwrap()], "is not a wasmtap plugin (world wasmtap:plugin/plugin@0.1.0)");
+}
+
+#[test]
+fn unknown_probe_names_the_probe_and_a_near_match() {
+    let p = wasm("badprobe");
+    fails_with(&["run", p.to_str().unwrap()], "unknown probe `tracepoint:raw_syscalls:sys_entr` (did you mean `tracepoint:raw_syscalls:sys_enter`?)");
+}
+
+#[test]
+fn bad_params_name_the_parameter() {
+    fails_with(&["run", "syscount", "--param", "top=ten"], "bad value `ten` for parameter `top` of syscount: expected an integer");
+    fails_with(&["run", "syscount", "--param", "tpo=3"], "unknown parameter `tpo` for syscount");
+    fails_with(&["run", "syscount", "--param", "top"], "bad --param `top`");
+    fails_with(&["run", "syscount", "--param", "syscall=getppidd"], "getppidd");
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    let o = run(wasmtap().args(["run", "syscount", "-d", "soon"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("`soon` is not a duration"), "{}", stderr(&o));
+}
+
+#[test]
+fn corrupt_recording_names_the_file_and_offset() {
+    let path = std::env::temp_dir().join(format!("wasmtap-corrupt-{}.wtrec", std::process::id()));
+    std::fs::write(&path, b"WASMTAP-REC\n\x01\x00\x00\x00\xff\xff\xff\x7f").unwrap();
+    let o = run(wasmtap().arg("replay").arg(&path).arg(wasm("syscount")));
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains(&format!("corrupt recording {} at byte 20", path.display())), "{err}");
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn plugin_help_lists_its_parameters() {
+    let o = run(wasmtap().args(["run", "syscount", "--help"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("--param top=INTEGER"), "{out}");
+    assert!(out.contains("--param interval=DURATION"), "{out}");
+    assert!(out.contains("[default: 10]"), "{out}");
+}

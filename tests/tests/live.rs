@@ -1,0 +1,149 @@
+//! Live tracing against workloads with known ground truth. Needs root and BPF: in CI
+//! these run and must pass; elsewhere without root they skip with a message.
+
+use wasmtap_tests::*;
+
+#[test]
+fn syscount_counts_exactly_one_million_getppid_under_c() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("getppid_loop");
+    let cmd = format!("{} 1000000", w.display());
+    let o = run(wasmtap().args(["run", "syscount", "-c", &cmd, "--stats"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(map_value(&out, "syscall", "getppid"), Some(1_000_000), "{out}");
+    assert_eq!(map_value(&out, "process", "getppid_loop").map(|n| n >= 1_000_000), Some(true), "{out}");
+    assert!(err.contains(", 0 lost"), "accounting must report no loss:\n{err}");
+
+    let o = run(wasmtap().args(["run", "syscount", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&stdout(&o));
+    let map = lines
+        .iter()
+        .find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some())
+        .expect("a @syscall map record");
+    assert_eq!(map["data"]["@syscall"]["getppid"], 1_000_000);
+    let lost = lines.iter().find(|v| v["type"] == "lost_events").expect("lost_events record");
+    assert_eq!(lost["data"]["events"], 0);
+}
+
+#[test]
+fn execsnoop_reports_every_exec_of_a_burst_with_pids_and_argv() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("exec_burst");
+    let cmd = format!("{} 200", w.display());
+    let o = run(wasmtap().args(["run", "execsnoop", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&stdout(&o));
+    let err = stderr(&o);
+    let parent: i64 = err.lines().find_map(|l| l.strip_prefix("parent ")).and_then(|p| p.trim().parse().ok()).expect("workload pid");
+    let parent_row = lines.iter().find(|v| v["type"] == "row" && v["data"]["PID"] == parent).expect("the workload's own exec");
+    assert!(parent_row["data"]["ARGS"].as_str().unwrap().ends_with("exec_burst 200"), "{parent_row}");
+    let rows: Vec<_> = lines
+        .iter()
+        .filter(|v| v["type"] == "row" && v["data"]["ARGS"].as_str().is_some_and(|a| a.starts_with("/bin/true burst-")))
+        .collect();
+    assert_eq!(rows.len(), 200, "every exec of /bin/true must be reported");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["data"]["ARGS"], format!("/bin/true burst-{i}"));
+        assert_eq!(r["data"]["PPID"], parent, "ppid of {r}");
+        assert_eq!(r["data"]["RET"], 0);
+        assert_ne!(r["data"]["PID"], parent);
+    }
+    let pids: std::collections::BTreeSet<_> = rows.iter().map(|r| r["data"]["PID"].as_i64().unwrap()).collect();
+    assert_eq!(pids.len(), 200, "each exec is its own child process");
+    // The workload printed each child's pid: they must be the pids reported.
+    let printed: std::collections::BTreeSet<i64> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("child ").and_then(|p| p.trim().parse().ok()))
+        .collect();
+    assert_eq!(printed, pids);
+}
+
+#[test]
+fn pid_filter_keeps_a_busier_process_out_in_the_kernel() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let busy = workload("busy_getppid");
+    let mut quiet = std::process::Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+    let mut noisy = std::process::Command::new(&busy).arg("30").spawn().expect("spawn busy workload");
+    let pid = quiet.id().to_string();
+    let o = run(wasmtap().args(["run", "syscount", "-p", &pid, "-d", "2", "-o", "json", "--param", "syscall=getppid"]));
+    let _ = noisy.kill();
+    let _ = quiet.kill();
+    let _ = (noisy.wait(), quiet.wait());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&stdout(&o));
+    let acct = lines.iter().find(|v| v["type"] == "accounting").expect("accounting record");
+    let enter = &acct["data"]["kernel"]["kinds"]["sys_enter"];
+    assert_eq!(enter["emitted"], 0, "no event of another process may leave the kernel: {acct}");
+    assert_eq!(enter["dropped"], 0, "{acct}");
+    assert!(enter["filtered"].as_u64().unwrap() > 100_000, "the busy process's syscalls are counted as filtered: {acct}");
+    assert_eq!(acct["data"]["plugins"][0]["delivered"], 0);
+}
+
+#[test]
+fn hostile_plugins_are_disabled_while_syscount_stays_exact() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("getppid_loop");
+    let cmd = format!("{} 1000000", w.display());
+    let started = std::time::Instant::now();
+    let o = run(wasmtap()
+        .args(["run", "syscount"])
+        .arg(wasm("spin"))
+        .arg(wasm("membomb"))
+        .arg(wasm("trapper"))
+        .args(["-c", &cmd, "--deadline", "250ms", "--memory-mib", "64", "--stats"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "disabled plugins make the run end with problems\n{err}");
+    assert_eq!(map_value(&out, "syscall", "getppid"), Some(1_000_000), "{out}\n{err}");
+    assert!(err.contains("plugin `spin` disabled in on-batch: ran past its deadline"), "{err}");
+    assert!(err.contains("plugin `membomb` disabled in on-batch: exceeded its memory limit"), "{err}");
+    assert!(err.contains("plugin `trapper` disabled in on-batch: panicked: trapper: deliberate fault"), "{err}");
+    assert!(err.contains(", 0 lost"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn record_then_replay_is_byte_identical_and_matches_the_live_run() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("getppid_loop");
+    let cmd = format!("{} 300000", w.display());
+    let dir = std::env::temp_dir().join(format!("wasmtap-rr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("run.wtrec");
+    let live = run(wasmtap().args(["record", "syscount", "-c", &cmd, "-o"]).arg(&file));
+    assert_eq!(live.status.code(), Some(0), "{}", stderr(&live));
+    assert_eq!(map_value(&stdout(&live), "syscall", "getppid"), Some(300_000));
+    // World-readable so an unprivileged user can replay it.
+    std::process::Command::new("chmod").args(["-R", "a+rX"]).arg(&dir).status().unwrap();
+    let replay = || {
+        run(std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(wasmtap_bin())
+            .args(["replay"])
+            .arg(&file)
+            .arg(wasm("syscount")))
+    };
+    let (a, b) = (replay(), replay());
+    assert_eq!(a.status.code(), Some(0), "replay as nobody: {}", stderr(&a));
+    assert_eq!(a.stdout, b.stdout, "two replays differ");
+    let live_out = stdout(&live);
+    let live_results = &live_out[live_out.find("Top ").unwrap()..];
+    assert_eq!(stdout(&a), live_results, "replay must print what the live run printed");
+    std::fs::remove_dir_all(dir).unwrap();
+}
