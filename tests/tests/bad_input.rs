@@ -73,3 +73,9 @@ fn plugin_help_lists_its_parameters() {
     assert!(out.contains("--param interval=DURATION"), "{out}");
     assert!(out.contains("[default: 10]"), "{out}");
 }
+
+#[test]
+fn a_plugin_importing_the_filesystem_is_refused_at_load() {
+    let p = wasm("fsreader");
+    fails_with(&["run", p.to_str().unwrap()], "imports `wasi:filesystem/");
+}

@@ -142,7 +142,7 @@ impl Live {
         out
     }
 
-    /// Detach nothing yet, but drain what the kernel has written and end the stream.
+    /// Drain what the kernel has written once more, then end the stream (idempotent).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.drain.take() {
