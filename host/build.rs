@@ -26,7 +26,9 @@ fn main() {
             .arg("-o")
             .arg(&full)
             .status()
-            .unwrap_or_else(|e| panic!("cannot run `{clang}` to build {}: {e} (apt-get install clang llvm libbpf-dev)", src.display()));
+            .unwrap_or_else(|e| {
+                panic!("cannot run `{clang}` to build {}: {e} (apt-get install clang llvm libbpf-dev)", src.display())
+            });
         assert!(status.success(), "clang failed on {}", src.display());
         let stripped = out.join(format!("{name}.bpf.o"));
         let strip = Command::new("llvm-strip").arg("-g").arg(&full).arg("-o").arg(&stripped).status();

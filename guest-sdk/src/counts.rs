@@ -28,9 +28,7 @@ impl Hasher for FxHasher {
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
-            self.add(u64::from_le_bytes([
-                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-            ]));
+            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
@@ -174,9 +172,7 @@ pub struct Counts<K> {
 
 impl<K> Default for Counts<K> {
     fn default() -> Self {
-        Counts {
-            map: FxHashMap::default(),
-        }
+        Counts { map: FxHashMap::default() }
     }
 }
 
@@ -231,14 +227,8 @@ impl<K: Key> Counts<K> {
         order: AggOrder,
         top: u32,
     ) -> Aggregation {
-        let mut entries: Vec<AggEntry> = self
-            .map
-            .iter()
-            .map(|(k, &value)| AggEntry {
-                key: k.to_values(),
-                value,
-            })
-            .collect();
+        let mut entries: Vec<AggEntry> =
+            self.map.iter().map(|(k, &value)| AggEntry { key: k.to_values(), value }).collect();
         if top > 0 && entries.len() > top as usize {
             entries.sort_unstable_by(|a, b| b.value.cmp(&a.value).then_with(|| a.key.cmp(&b.key)));
             entries.truncate(top as usize);
@@ -285,34 +275,15 @@ mod tests {
         for (nr, n) in [(0i64, 5), (1, 9), (999, 7), (39, 1)] {
             c.add(Syscall(nr), n);
         }
-        let agg = c.to_aggregation(
-            "syscall",
-            "Top 2 syscalls:",
-            &["syscall"],
-            AggOrder::ValueAscending,
-            2,
-        );
+        let agg = c.to_aggregation("syscall", "Top 2 syscalls:", &["syscall"], AggOrder::ValueAscending, 2);
         assert_eq!(agg.top, 2);
         assert_eq!(agg.key_names, vec!["syscall".to_string()]);
-        let got: Vec<_> = agg
-            .entries
-            .iter()
-            .map(|e| (e.key.clone(), e.value))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (vec![Value::Text("write".into())], 9),
-                (vec![Value::Text("999".into())], 7)
-            ]
-        );
+        let got: Vec<_> = agg.entries.iter().map(|e| (e.key.clone(), e.value)).collect();
+        assert_eq!(got, vec![(vec![Value::Text("write".into())], 9), (vec![Value::Text("999".into())], 7)]);
     }
 
     #[test]
     fn tuple_keys_concatenate() {
-        assert_eq!(
-            (7u32, "x").to_values(),
-            vec![Value::Int(7), Value::Text("x".into())]
-        );
+        assert_eq!((7u32, "x").to_values(), vec![Value::Int(7), Value::Text("x".into())]);
     }
 }

@@ -350,11 +350,7 @@ impl Comm {
     /// The name in `bytes`, cut at the first NUL and at 15 bytes like the kernel does.
     pub fn new(bytes: &[u8]) -> Comm {
         let mut out = [0; COMM_LEN];
-        let end = bytes
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(bytes.len())
-            .min(COMM_LEN - 1);
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len()).min(COMM_LEN - 1);
         out[..end].copy_from_slice(&bytes[..end]);
         Comm { bytes: out }
     }
@@ -400,17 +396,12 @@ mod tests {
     fn sys_enter_exposes_header_number_name_and_args() {
         let b = t::sys_enter(42, 257, [1, 2, 3, 4, 5, u64::MAX]);
         let ev = only(&b);
-        assert_eq!(
-            (ev.pid(), ev.tid(), ev.uid(), ev.gid()),
-            (42, 43, 1000, 100)
-        );
+        assert_eq!((ev.pid(), ev.tid(), ev.uid(), ev.gid()), (42, 43, 1000, 100));
         assert_eq!((ev.ts_ns(), ev.cgroup_id(), ev.sub()), (123_456_789, 77, 0));
         assert_eq!(ev.comm(), "cat");
         assert_eq!(ev.comm_key().to_string(), "cat");
         assert_eq!(ev.kind(), Kind::SysEnter);
-        let Event::SysEnter(s) = ev else {
-            panic!("{ev:?}")
-        };
+        let Event::SysEnter(s) = ev else { panic!("{ev:?}") };
         assert_eq!(s.syscall().name(), Some("openat"));
         assert_eq!(s.name(), Some("openat"));
         assert_eq!(s.args(), [1, 2, 3, 4, 5, u64::MAX]);
@@ -433,10 +424,7 @@ mod tests {
         let args: Vec<&[u8]> = e.args().collect();
         assert_eq!(args, [&b"ls"[..], b"-l", b"", b"/tmp"]);
         assert_eq!(e.args_joined(), "ls -l  /tmp");
-        assert_eq!(
-            (e.ppid(), e.ret(), e.argc(), e.truncated()),
-            (1, 0, 4, false)
-        );
+        assert_eq!((e.ppid(), e.ret(), e.argc(), e.truncated()), (1, 0, 4, false));
     }
 
     #[test]
@@ -478,25 +466,16 @@ mod tests {
     fn fork_and_exit_fields() {
         let b = t::fork(10, 10, 11, fork::FLAG_THREAD);
         let Event::Fork(f) = only(&b) else { panic!() };
-        assert_eq!(
-            (f.child_pid(), f.child_tid(), f.is_thread()),
-            (10, 11, true)
-        );
+        assert_eq!((f.child_pid(), f.child_tid(), f.is_thread()), (10, 11, true));
 
         let b = t::exit(10, 3 << 8, 5, exit::FLAG_GROUP_DEAD);
         let Event::Exit(x) = only(&b) else { panic!() };
-        assert_eq!(
-            (x.exit_code(), x.code(), x.signal(), x.core_dumped()),
-            (0x300, 3, 0, false)
-        );
+        assert_eq!((x.exit_code(), x.code(), x.signal(), x.core_dumped()), (0x300, 3, 0, false));
         assert_eq!((x.ppid(), x.start_ns(), x.group_dead()), (1, 5, true));
 
         let b = t::exit(10, 0x80 | 11, 5, 0);
         let Event::Exit(x) = only(&b) else { panic!() };
-        assert_eq!(
-            (x.code(), x.signal(), x.core_dumped(), x.group_dead()),
-            (0, 11, true, false)
-        );
+        assert_eq!((x.code(), x.signal(), x.core_dumped(), x.group_dead()), (0, 11, true, false));
     }
 
     #[test]
@@ -506,9 +485,6 @@ mod tests {
         let ev = only(&b);
         assert_eq!(ev.comm_bytes(), b"a\xffb");
         assert_eq!(ev.comm(), "a\u{fffd}b");
-        assert_eq!(
-            Comm::new(b"0123456789abcdefXYZ").as_bytes(),
-            b"0123456789abcde"
-        );
+        assert_eq!(Comm::new(b"0123456789abcdefXYZ").as_bytes(), b"0123456789abcde");
     }
 }

@@ -97,10 +97,7 @@ extern crate self as wasmtap_sdk;
 
 /// Bindings generated from `wit/plugin.wit`. Plugins use the re-exports below.
 #[doc(hidden)]
-#[allow(
-    unsafe_code,
-    reason = "wit-bindgen's canonical-ABI glue; generated, not written"
-)]
+#[allow(unsafe_code, reason = "wit-bindgen's canonical-ABI glue; generated, not written")]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
@@ -117,8 +114,8 @@ pub mod bindings {
 pub use wit_bindgen::rt as __rt;
 
 pub use bindings::wasmtap::plugin::types::{
-    AggEntry, AggOrder, Aggregation, Column, ColumnKind, Filter, Level, Param, ParamKind,
-    ParamSpec, Plan, PluginInfo, Row, Subscription, TableSpec, Value,
+    AggEntry, AggOrder, Aggregation, Column, ColumnKind, Filter, Level, Param, ParamKind, ParamSpec, Plan, PluginInfo,
+    Row, Subscription, TableSpec, Value,
 };
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, SysEnter, SysExit, Syscall};

@@ -24,10 +24,7 @@ impl Params {
     pub fn from_pairs(pairs: &[(&str, &str)]) -> Params {
         let list = pairs
             .iter()
-            .map(|(name, value)| Param {
-                name: (*name).to_string(),
-                value: (*value).to_string(),
-            })
+            .map(|(name, value)| Param { name: (*name).to_string(), value: (*value).to_string() })
             .collect();
         Params { list }
     }
@@ -39,17 +36,12 @@ impl Params {
 
     /// The raw value of `name`, if the host passed one.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.list
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.value.as_str())
+        self.list.iter().find(|p| p.name == name).map(|p| p.value.as_str())
     }
 
     /// An `integer` parameter; `0` if missing or not a decimal `i64`.
     pub fn int(&self, name: &str) -> i64 {
-        self.get(name)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+        self.get(name).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
     }
 
     /// A `boolean` parameter; `false` unless the value is `true` (or `yes`, `1`).
@@ -64,9 +56,7 @@ impl Params {
 
     /// A `duration` parameter in nanoseconds; `0` if missing or not a whole number.
     pub fn duration_ns(&self, name: &str) -> u64 {
-        self.get(name)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
+        self.get(name).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
     }
 }
 
@@ -76,12 +66,7 @@ mod tests {
 
     #[test]
     fn typed_getters_read_normalized_values() {
-        let p = Params::from_pairs(&[
-            ("top", "25"),
-            ("failed", "true"),
-            ("name", "sh"),
-            ("interval", "1000000000"),
-        ]);
+        let p = Params::from_pairs(&[("top", "25"), ("failed", "true"), ("name", "sh"), ("interval", "1000000000")]);
         assert_eq!(p.int("top"), 25);
         assert!(p.bool("failed"));
         assert_eq!(p.text("name"), "sh");

@@ -24,10 +24,7 @@ impl<P> Default for Slot<P> {
 impl<P> Slot<P> {
     /// Not started.
     pub const fn new() -> Self {
-        Slot {
-            plugin: RefCell::new(None),
-            warned_malformed: Cell::new(false),
-        }
+        Slot { plugin: RefCell::new(None), warned_malformed: Cell::new(false) }
     }
 }
 
@@ -175,9 +172,7 @@ mod tests {
     }
 
     fn batch(pids: &[u32]) -> Vec<u8> {
-        pids.iter()
-            .flat_map(|&pid| sys_enter(pid, 0, [0; 6]))
-            .collect()
+        pids.iter().flat_map(|&pid| sys_enter(pid, 0, [0; 6])).collect()
     }
 
     #[test]
@@ -185,10 +180,7 @@ mod tests {
         let slot = Slot::<Probe>::new();
         let mut rec = Recorder::default();
         slot.on_batch_to(&batch(&[1, 2]), &mut rec);
-        assert_eq!(
-            slot.start(Params::from_pairs(&[("fail", "no")]).into_list()),
-            Err("no".into())
-        );
+        assert_eq!(slot.start(Params::from_pairs(&[("fail", "no")]).into_list()), Err("no".into()));
         slot.on_batch_to(&batch(&[1, 2]), &mut rec);
         assert!(rec.emits.is_empty() && rec.logs.is_empty());
         assert!(slot.on_tick_to(0, &mut rec).is_empty());

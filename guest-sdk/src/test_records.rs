@@ -36,10 +36,7 @@ pub fn sys_enter(pid: u32, id: i64, args: [u64; 6]) -> Vec<u8> {
 
 /// An exec record whose argv is `args`, each NUL-terminated, like the collector.
 pub fn exec(pid: u32, ret: i32, args: &[&[u8]]) -> Vec<u8> {
-    let bytes: Vec<u8> = args
-        .iter()
-        .flat_map(|a| a.iter().copied().chain([0]))
-        .collect();
+    let bytes: Vec<u8> = args.iter().flat_map(|a| a.iter().copied().chain([0])).collect();
     let size = (exec::ARGS + bytes.len()).next_multiple_of(8);
     let mut b = record(Kind::Exec, size, pid, b"ls");
     put(&mut b, exec::PPID, &1u32.to_le_bytes());

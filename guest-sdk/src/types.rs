@@ -3,10 +3,7 @@
 //! The records themselves are generated from `wit/plugin.wit` (their fields are
 //! public and documented there); these only save typing.
 
-use crate::{
-    Column, ColumnKind, Filter, ParamKind, ParamSpec, Plan, PluginInfo, Subscription, TableSpec,
-    Value,
-};
+use crate::{Column, ColumnKind, Filter, ParamKind, ParamSpec, Plan, PluginInfo, Subscription, TableSpec, Value};
 
 impl PluginInfo {
     /// A plugin description; `name` is what users type after `wasmtap run`.
@@ -33,33 +30,21 @@ impl ParamSpec {
 
     /// A parameter the user must give.
     pub fn required(name: &str, kind: ParamKind, description: &str) -> Self {
-        ParamSpec {
-            name: name.to_string(),
-            kind,
-            default_value: None,
-            description: description.to_string(),
-        }
+        ParamSpec { name: name.to_string(), kind, default_value: None, description: description.to_string() }
     }
 }
 
 impl Default for Filter {
     /// Constrains nothing.
     fn default() -> Self {
-        Filter {
-            syscalls: Vec::new(),
-            uids: Vec::new(),
-            comms: Vec::new(),
-        }
+        Filter { syscalls: Vec::new(), uids: Vec::new(), comms: Vec::new() }
     }
 }
 
 impl Subscription {
     /// Subscribe to `probe` (as `wasmtap list` prints it) with no kernel filter.
     pub fn new(probe: &str) -> Self {
-        Subscription {
-            probe: probe.to_string(),
-            filter: Filter::default(),
-        }
+        Subscription { probe: probe.to_string(), filter: Filter::default() }
     }
 
     /// The same subscription with `filter` pushed into the kernel.
@@ -71,32 +56,21 @@ impl Subscription {
 impl Column {
     /// A column; `width` is the minimum width in text output (0: as wide as needed).
     pub fn new(name: &str, kind: ColumnKind, width: u32) -> Self {
-        Column {
-            name: name.to_string(),
-            kind,
-            width,
-        }
+        Column { name: name.to_string(), kind, width }
     }
 }
 
 impl TableSpec {
     /// A table with these columns.
     pub fn new(name: &str, columns: Vec<Column>) -> Self {
-        TableSpec {
-            name: name.to_string(),
-            columns,
-        }
+        TableSpec { name: name.to_string(), columns }
     }
 }
 
 impl Plan {
     /// Trace these probes; no tables, no ticks.
     pub fn new(subscriptions: Vec<Subscription>) -> Self {
-        Plan {
-            subscriptions,
-            tables: Vec::new(),
-            tick_ms: None,
-        }
+        Plan { subscriptions, tables: Vec::new(), tick_ms: None }
     }
 
     /// Declare a table; its index in `tables` is the `table` argument of `Output::row`.
@@ -107,10 +81,7 @@ impl Plan {
 
     /// Call `on_tick` every `ms` milliseconds; 0 means never.
     pub fn with_tick_ms(self, ms: u32) -> Self {
-        Plan {
-            tick_ms: (ms > 0).then_some(ms),
-            ..self
-        }
+        Plan { tick_ms: (ms > 0).then_some(ms), ..self }
     }
 }
 

@@ -109,7 +109,8 @@ pub fn run_live(
 /// Run plugins over a recording. Time is the recording's: ticks fire at recorded
 /// timestamps, so the same recording gives the same output every time.
 pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output) -> Result<Accounting, RecordingError> {
-    let base = Clock { fixed_mono_ns: Some(reader.header.started_mono_ns), wall_offset_ns: reader.header.wall_offset_ns };
+    let base =
+        Clock { fixed_mono_ns: Some(reader.header.started_mono_ns), wall_offset_ns: reader.header.wall_offset_ns };
     let mut now = reader.header.started_mono_ns;
     plugins.tick(now, out, &base);
     while let Some(chunk) = reader.next_chunk()? {

@@ -42,7 +42,12 @@ pub fn workload(name: &str) -> PathBuf {
     let out = dir.join(name);
     let fresh = out.metadata().and_then(|m| m.modified()).ok() >= src.metadata().and_then(|m| m.modified()).ok();
     if !fresh {
-        let st = Command::new("cc").args(["-O2", "-fno-omit-frame-pointer", "-o"]).arg(&out).arg(&src).status().expect("run cc");
+        let st = Command::new("cc")
+            .args(["-O2", "-fno-omit-frame-pointer", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .expect("run cc");
         assert!(st.success(), "cc failed on {}", src.display());
     }
     out
@@ -53,7 +58,8 @@ pub fn workload(name: &str) -> PathBuf {
 pub fn require_root() -> bool {
     // SAFETY-free check: /proc/self/status carries the effective uid.
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1)).unwrap_or("1");
+    let euid =
+        status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1)).unwrap_or("1");
     if euid == "0" {
         return true;
     }

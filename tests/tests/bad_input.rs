@@ -35,12 +35,18 @@ fn a_component_for_another_world_is_refused() {
 #[test]
 fn unknown_probe_names_the_probe_and_a_near_match() {
     let p = wasm("badprobe");
-    fails_with(&["run", p.to_str().unwrap()], "unknown probe `tracepoint:raw_syscalls:sys_entr` (did you mean `tracepoint:raw_syscalls:sys_enter`?)");
+    fails_with(
+        &["run", p.to_str().unwrap()],
+        "unknown probe `tracepoint:raw_syscalls:sys_entr` (did you mean `tracepoint:raw_syscalls:sys_enter`?)",
+    );
 }
 
 #[test]
 fn bad_params_name_the_parameter() {
-    fails_with(&["run", "syscount", "--param", "top=ten"], "bad value `ten` for parameter `top` of syscount: expected an integer");
+    fails_with(
+        &["run", "syscount", "--param", "top=ten"],
+        "bad value `ten` for parameter `top` of syscount: expected an integer",
+    );
     fails_with(&["run", "syscount", "--param", "tpo=3"], "unknown parameter `tpo` for syscount");
     fails_with(&["run", "syscount", "--param", "top"], "bad --param `top`");
     fails_with(&["run", "syscount", "--param", "syscall=getppidd"], "getppidd");

@@ -42,8 +42,10 @@ fn execsnoop_reports_every_exec_of_a_burst_with_pids_and_argv() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let lines = json_lines(&stdout(&o));
     let err = stderr(&o);
-    let parent: i64 = err.lines().find_map(|l| l.strip_prefix("parent ")).and_then(|p| p.trim().parse().ok()).expect("workload pid");
-    let parent_row = lines.iter().find(|v| v["type"] == "row" && v["data"]["PID"] == parent).expect("the workload's own exec");
+    let parent: i64 =
+        err.lines().find_map(|l| l.strip_prefix("parent ")).and_then(|p| p.trim().parse().ok()).expect("workload pid");
+    let parent_row =
+        lines.iter().find(|v| v["type"] == "row" && v["data"]["PID"] == parent).expect("the workload's own exec");
     assert!(parent_row["data"]["ARGS"].as_str().unwrap().ends_with("exec_burst 200"), "{parent_row}");
     let rows: Vec<_> = lines
         .iter()
@@ -59,10 +61,8 @@ fn execsnoop_reports_every_exec_of_a_burst_with_pids_and_argv() {
     let pids: std::collections::BTreeSet<_> = rows.iter().map(|r| r["data"]["PID"].as_i64().unwrap()).collect();
     assert_eq!(pids.len(), 200, "each exec is its own child process");
     // The workload printed each child's pid: they must be the pids reported.
-    let printed: std::collections::BTreeSet<i64> = err
-        .lines()
-        .filter_map(|l| l.strip_prefix("child ").and_then(|p| p.trim().parse().ok()))
-        .collect();
+    let printed: std::collections::BTreeSet<i64> =
+        err.lines().filter_map(|l| l.strip_prefix("child ").and_then(|p| p.trim().parse().ok())).collect();
     assert_eq!(printed, pids);
 }
 
@@ -86,7 +86,10 @@ fn pid_filter_keeps_a_busier_process_out_in_the_kernel() {
     let enter = &acct["data"]["kernel"]["kinds"]["sys_enter"];
     assert_eq!(enter["emitted"], 0, "no event of another process may leave the kernel: {acct}");
     assert_eq!(enter["dropped"], 0, "{acct}");
-    assert!(enter["filtered"].as_u64().unwrap() > 100_000, "the busy process's syscalls are counted as filtered: {acct}");
+    assert!(
+        enter["filtered"].as_u64().unwrap() > 100_000,
+        "the busy process's syscalls are counted as filtered: {acct}"
+    );
     assert_eq!(acct["data"]["plugins"][0]["delivered"], 0);
 }
 

@@ -1,6 +1,8 @@
 //! The smallest useful plugin: who calls openat? (The README's example.)
 
-use wasmtap_sdk::{export_plugin, AggOrder, Aggregation, Comm, Counts, Event, Output, Params, Plan, Plugin, PluginInfo, Subscription};
+use wasmtap_sdk::{
+    export_plugin, AggOrder, Aggregation, Comm, Counts, Event, Output, Params, Plan, Plugin, PluginInfo, Subscription,
+};
 
 #[derive(Default)]
 struct Opens {

@@ -335,24 +335,10 @@ mod tests {
     fn touch_all(batch: &[u8]) -> usize {
         let mut n = 0;
         for r in Records::new(batch) {
-            let _ = (
-                r.kind(),
-                r.sub(),
-                r.flags(),
-                r.ts_ns(),
-                r.pid(),
-                r.tid(),
-                r.uid(),
-            );
+            let _ = (r.kind(), r.sub(), r.flags(), r.ts_ns(), r.pid(), r.tid(), r.uid());
             let _ = (r.gid(), r.cgroup_id(), r.comm());
             for off in (0..r.bytes().len() + 16).step_by(4) {
-                let _ = (
-                    r.u16_at(off),
-                    r.u32_at(off),
-                    r.i32_at(off),
-                    r.u64_at(off),
-                    r.i64_at(off),
-                );
+                let _ = (r.u16_at(off), r.u32_at(off), r.i32_at(off), r.u64_at(off), r.i64_at(off));
             }
             let _ = r.slice(usize::MAX, 2);
             n += 1;
@@ -364,17 +350,7 @@ mod tests {
     fn a_well_formed_batch_yields_every_record() {
         let b = batch();
         let kinds: Vec<_> = Records::new(&b).map(|r| r.kind()).collect();
-        assert_eq!(
-            kinds,
-            [
-                Kind::SysEnter,
-                Kind::Exec,
-                Kind::Fork,
-                Kind::Exit,
-                Kind::SysExit
-            ]
-            .map(Some)
-        );
+        assert_eq!(kinds, [Kind::SysEnter, Kind::Exec, Kind::Fork, Kind::Exit, Kind::SysExit].map(Some));
         assert_eq!(Records::new(&[]).count(), 0);
     }
 
@@ -415,9 +391,7 @@ mod tests {
         // A fixed LCG: the same "random" batches on every run.
         let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
         let mut next = move || {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             (seed >> 33) as u8
         };
         let good = batch();

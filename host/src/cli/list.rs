@@ -27,7 +27,8 @@ pub fn list(args: ListArgs) -> anyhow::Result<Outcome> {
         println!("{name}");
         if verbose {
             println!("    # {}", doc.about);
-            let fields: Vec<String> = header_fields().iter().chain(kind_fields(doc.kind)).map(|(n, t)| format!("{t} {n}")).collect();
+            let fields: Vec<String> =
+                header_fields().iter().chain(kind_fields(doc.kind)).map(|(n, t)| format!("{t} {n}")).collect();
             for f in fields {
                 println!("    {f}");
             }

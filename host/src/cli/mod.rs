@@ -20,7 +20,11 @@ pub enum Outcome {
 }
 
 #[derive(Parser, Debug)]
-#[command(name = "wasmtap", version, about = "Trace Linux with sandboxed WebAssembly plugins over vetted eBPF collectors")]
+#[command(
+    name = "wasmtap",
+    version,
+    about = "Trace Linux with sandboxed WebAssembly plugins over vetted eBPF collectors"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

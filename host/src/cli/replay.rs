@@ -22,7 +22,10 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
     for name in plugins.probe_names() {
         if !recorded.contains(&name) {
             let kind = crate::collect::probes::resolve(&name)?.kind;
-            let covered = recorded.iter().filter_map(|p| crate::collect::probes::resolve(p).ok()).any(|p| p.kind == kind && p.syscall.is_none());
+            let covered = recorded
+                .iter()
+                .filter_map(|p| crate::collect::probes::resolve(p).ok())
+                .any(|p| p.kind == kind && p.syscall.is_none());
             if !covered {
                 bail!("the recording has no events for probe `{name}` (it recorded: {})", recorded.join(", "));
             }

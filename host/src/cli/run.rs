@@ -30,12 +30,15 @@ fn trace(
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
     let sandbox = Sandbox::new(common.limits())?;
-    let Some(mut plugins) = start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" })? else {
+    let Some(mut plugins) =
+        start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" })?
+    else {
         return Ok(Outcome::Clean);
     };
     let mut child = match &trace.command {
         Some(cmd) => {
-            let argv = shlex::split(cmd).filter(|a| !a.is_empty()).with_context(|| format!("cannot parse command `{cmd}`"))?;
+            let argv =
+                shlex::split(cmd).filter(|a| !a.is_empty()).with_context(|| format!("cannot parse command `{cmd}`"))?;
             Some(GatedChild::spawn(&argv).with_context(|| format!("cannot start `{cmd}`"))?)
         }
         None => None,
@@ -92,7 +95,12 @@ fn recording_header(plugins: &PluginSet) -> Header {
 }
 
 /// Load, describe and start the plugins; `None` when only help was asked for.
-pub(super) fn start_plugins(sandbox: &Sandbox, plugin_args: &[String], common: &PluginArgs, verb: &str) -> anyhow::Result<Option<PluginSet>> {
+pub(super) fn start_plugins(
+    sandbox: &Sandbox,
+    plugin_args: &[String],
+    common: &PluginArgs,
+    verb: &str,
+) -> anyhow::Result<Option<PluginSet>> {
     if plugin_args.is_empty() && !common.help {
         bail!("wasmtap {verb}: name at least one plugin (vetted: {})", plugin::resolve::available().join(", "));
     }

@@ -33,7 +33,9 @@ const SLOTS: u32 = 3;
 /// Why the live source could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
-    #[error("loading collectors needs root (CAP_BPF and CAP_PERFMON); `wasmtap replay` runs a recording without privileges")]
+    #[error(
+        "loading collectors needs root (CAP_BPF and CAP_PERFMON); `wasmtap replay` runs a recording without privileges"
+    )]
     NotRoot,
     #[error("cannot load the {collector:?} collector: {reason}")]
     Load { collector: Collector, reason: String },
@@ -80,15 +82,26 @@ impl Live {
         }
         crate::collect::tracefs::ensure_mounted();
         let collectors: BTreeSet<Collector> = config.kinds.iter().map(|k| collector_of(*k)).collect();
-        let btf = Btf::from_sys_fs().map_err(|e| CollectError::Load { collector: Collector::Syscalls, reason: format!("no kernel BTF: {e}") })?;
+        let btf = Btf::from_sys_fs().map_err(|e| CollectError::Load {
+            collector: Collector::Syscalls,
+            reason: format!("no kernel BTF: {e}"),
+        })?;
         let mut objects = Vec::new();
         let mut rings = Vec::new();
         for c in collectors {
             let mut obj = load(c, config)?;
             configure(c, &mut obj, &config.filter)?;
             attach(c, &mut obj, config, &btf)?;
-            let ring = obj.take_map("EVENTS").ok_or(CollectError::Map { collector: c, map: "EVENTS", reason: "missing".into() })?;
-            let ring = RingBuf::try_from(ring).map_err(|e| CollectError::Map { collector: c, map: "EVENTS", reason: e.to_string() })?;
+            let ring = obj.take_map("EVENTS").ok_or(CollectError::Map {
+                collector: c,
+                map: "EVENTS",
+                reason: "missing".into(),
+            })?;
+            let ring = RingBuf::try_from(ring).map_err(|e| CollectError::Map {
+                collector: c,
+                map: "EVENTS",
+                reason: e.to_string(),
+            })?;
             rings.push(ring);
             objects.push((c, obj));
         }
@@ -113,10 +126,21 @@ impl Live {
     /// Add a process to the target set of every collector (for `-c`, before it execs).
     pub fn add_target(&mut self, pid: u32) -> Result<(), CollectError> {
         for (c, obj) in &mut self.objects {
-            let map = obj.map_mut("TARGETS").ok_or(CollectError::Map { collector: *c, map: "TARGETS", reason: "missing".into() })?;
-            let mut targets: HashMap<_, u32, u8> =
-                HashMap::try_from(map).map_err(|e| CollectError::Map { collector: *c, map: "TARGETS", reason: e.to_string() })?;
-            targets.insert(pid, 1, 0).map_err(|e| CollectError::Map { collector: *c, map: "TARGETS", reason: e.to_string() })?;
+            let map = obj.map_mut("TARGETS").ok_or(CollectError::Map {
+                collector: *c,
+                map: "TARGETS",
+                reason: "missing".into(),
+            })?;
+            let mut targets: HashMap<_, u32, u8> = HashMap::try_from(map).map_err(|e| CollectError::Map {
+                collector: *c,
+                map: "TARGETS",
+                reason: e.to_string(),
+            })?;
+            targets.insert(pid, 1, 0).map_err(|e| CollectError::Map {
+                collector: *c,
+                map: "TARGETS",
+                reason: e.to_string(),
+            })?;
         }
         Ok(())
     }
@@ -128,9 +152,8 @@ impl Live {
             let Some(map) = obj.map("COUNTERS") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
             for kind in Kind::ALL {
-                let slot = |s: u32| -> u64 {
-                    arr.get(&(kind as u32 * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0)
-                };
+                let slot =
+                    |s: u32| -> u64 { arr.get(&(kind as u32 * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
                 let k = KindCounters { filtered: slot(0), emitted: slot(1), dropped: slot(2) };
                 if k != KindCounters::default() {
                     out.kinds.insert(kind, k);
@@ -181,7 +204,11 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
             SYSCALLS_OBJ
         }
         Collector::Proc => {
-            loader.override_global("cfg_emit_fork", &emit_fork, true).override_global("cfg_emit_exit", &emit_exit, true);
+            loader.override_global("cfg_emit_fork", &emit_fork, true).override_global(
+                "cfg_emit_exit",
+                &emit_exit,
+                true,
+            );
             PROC_OBJ
         }
     };
@@ -193,7 +220,9 @@ fn map_of<'a>(c: Collector, obj: &'a mut Ebpf, map: &'static str) -> Result<&'a 
 }
 
 fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter) -> Result<(), CollectError> {
-    let map_err = |map: &'static str| move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() };
+    let map_err = |map: &'static str| {
+        move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
+    };
     if let Some(targets) = &f.targets {
         let mut m: HashMap<_, u32, u8> = HashMap::try_from(map_of(c, obj, "TARGETS")?).map_err(map_err("TARGETS"))?;
         for pid in targets {

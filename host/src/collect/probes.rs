@@ -68,8 +68,16 @@ const HEADER_FIELDS: &[(&str, &str)] = &[
 pub const PROBES: &[ProbeDoc] = &[
     ProbeDoc { name: "tracepoint:raw_syscalls:sys_enter", kind: Kind::SysEnter, about: "every syscall entry" },
     ProbeDoc { name: "tracepoint:raw_syscalls:sys_exit", kind: Kind::SysExit, about: "every syscall return" },
-    ProbeDoc { name: "syscall:NAME:entry", kind: Kind::SysEnter, about: "entry of syscall NAME (filtered in the kernel)" },
-    ProbeDoc { name: "syscall:NAME:exit", kind: Kind::SysExit, about: "return of syscall NAME (filtered in the kernel)" },
+    ProbeDoc {
+        name: "syscall:NAME:entry",
+        kind: Kind::SysEnter,
+        about: "entry of syscall NAME (filtered in the kernel)",
+    },
+    ProbeDoc {
+        name: "syscall:NAME:exit",
+        kind: Kind::SysExit,
+        about: "return of syscall NAME (filtered in the kernel)",
+    },
     ProbeDoc { name: "proc:exec", kind: Kind::Exec, about: "execve/execveat, with argv and return value" },
     ProbeDoc { name: "proc:fork", kind: Kind::Fork, about: "fork/clone of a process or thread" },
     ProbeDoc { name: "proc:exit", kind: Kind::Exit, about: "exit of a thread (flag: last of its process)" },
@@ -80,9 +88,13 @@ pub fn kind_fields(kind: Kind) -> &'static [(&'static str, &'static str)] {
     match kind {
         Kind::SysEnter => &[("id", "s64"), ("args", "u64[6]")],
         Kind::SysExit => &[("id", "s64"), ("ret", "s64")],
-        Kind::Exec => &[("ppid", "u32"), ("ret", "s32"), ("argc", "u32"), ("args", "string[] (NUL-separated, up to 2048 bytes)")],
+        Kind::Exec => {
+            &[("ppid", "u32"), ("ret", "s32"), ("argc", "u32"), ("args", "string[] (NUL-separated, up to 2048 bytes)")]
+        }
         Kind::Fork => &[("child_pid", "u32"), ("child_tid", "u32"), ("flags.thread", "bool")],
-        Kind::Exit => &[("exit_code", "s32 (wait status)"), ("ppid", "u32"), ("start_ns", "u64"), ("flags.group_dead", "bool")],
+        Kind::Exit => {
+            &[("exit_code", "s32 (wait status)"), ("ppid", "u32"), ("start_ns", "u64"), ("flags.group_dead", "bool")]
+        }
     }
 }
 
@@ -109,26 +121,25 @@ pub fn resolve(name: &str) -> Result<Probe, ProbeError> {
                 .ok_or_else(|| ProbeError::UnknownSyscall { name: name.into(), syscall: sys.to_string() })?;
             probe(if *dir == "entry" { Kind::SysEnter } else { Kind::SysExit }, Some(nr))
         }
-        [p, ..] if matches!(*p, "kprobe" | "kretprobe") => {
-            Err(ProbeError::Unsupported { name: name.into(), reason: "kprobes are not configured (CONFIG_KPROBES is off); use a tracepoint" })
-        }
+        [p, ..] if matches!(*p, "kprobe" | "kretprobe") => Err(ProbeError::Unsupported {
+            name: name.into(),
+            reason: "kprobes are not configured (CONFIG_KPROBES is off); use a tracepoint",
+        }),
         [p, ..] if matches!(*p, "fentry" | "fexit" | "kfunc" | "kretfunc") => Err(ProbeError::Unsupported {
             name: name.into(),
             reason: "the kernel refuses fentry/fexit programs (EPERM); use a tracepoint",
         }),
-        [p, ..] if matches!(*p, "hardware") => {
-            Err(ProbeError::Unsupported { name: name.into(), reason: "no hardware performance counters on this machine" })
-        }
+        [p, ..] if matches!(*p, "hardware") => Err(ProbeError::Unsupported {
+            name: name.into(),
+            reason: "no hardware performance counters on this machine",
+        }),
         _ => Err(ProbeError::Unknown { name: name.into(), hint: suggest(name) }),
     }
 }
 
 fn suggest(name: &str) -> String {
-    let best = PROBES
-        .iter()
-        .map(|p| (edit_distance(name, p.name), p.name))
-        .min()
-        .filter(|(d, _)| *d <= name.len().max(4) / 3);
+    let best =
+        PROBES.iter().map(|p| (edit_distance(name, p.name), p.name)).min().filter(|(d, _)| *d <= name.len().max(4) / 3);
     match best {
         Some((_, near)) => format!(" (did you mean `{near}`?)"),
         None => " (`wasmtap list` prints the probes this kernel offers)".to_string(),

@@ -115,7 +115,13 @@ impl Reader {
     /// Open `path` and read its header.
     pub fn open(path: &Path) -> Result<Reader, RecordingError> {
         let file = File::open(path).map_err(|source| RecordingError::Open { path: path.into(), source })?;
-        let mut r = Reader { input: BufReader::with_capacity(1 << 20, file), path: path.into(), offset: 0, header: placeholder(), trailer: None };
+        let mut r = Reader {
+            input: BufReader::with_capacity(1 << 20, file),
+            path: path.into(),
+            offset: 0,
+            header: placeholder(),
+            trailer: None,
+        };
         let mut magic = [0u8; 12];
         if r.input.read_exact(&mut magic).is_err() || &magic != MAGIC {
             return Err(RecordingError::NotARecording { path: path.into() });
@@ -132,7 +138,11 @@ impl Reader {
         let json = r.bytes(len as usize, "header")?;
         r.header = serde_json::from_slice(&json).map_err(|e| r.corrupt(format!("bad header: {e}")))?;
         if r.header.layout_version != wasmtap_abi::LAYOUT_VERSION {
-            return Err(r.corrupt(format!("event layout {} (this wasmtap reads {})", r.header.layout_version, wasmtap_abi::LAYOUT_VERSION)));
+            return Err(r.corrupt(format!(
+                "event layout {} (this wasmtap reads {})",
+                r.header.layout_version,
+                wasmtap_abi::LAYOUT_VERSION
+            )));
         }
         Ok(r)
     }
@@ -167,7 +177,11 @@ impl Reader {
                 Ok(None)
             }
             TAG_TRAILER => Err(self.corrupt(format!("trailer of {len} bytes is larger than {MAX_JSON}"))),
-            t => Err(RecordingError::Corrupt { path: self.path.clone(), offset: frame_at, reason: format!("unknown frame tag {t}") }),
+            t => Err(RecordingError::Corrupt {
+                path: self.path.clone(),
+                offset: frame_at,
+                reason: format!("unknown frame tag {t}"),
+            }),
         }
     }
 
@@ -187,7 +201,10 @@ impl Reader {
 
     fn bytes(&mut self, n: usize, what: &str) -> Result<Vec<u8>, RecordingError> {
         let mut buf = Vec::new();
-        let got = (&mut self.input).take(n as u64).read_to_end(&mut buf).map_err(|e| self.corrupt(format!("reading {what}: {e}")))?;
+        let got = (&mut self.input)
+            .take(n as u64)
+            .read_to_end(&mut buf)
+            .map_err(|e| self.corrupt(format!("reading {what}: {e}")))?;
         if got != n {
             return Err(self.corrupt(format!("file ends inside the {what} ({got} of {n} bytes)")));
         }
@@ -197,7 +214,14 @@ impl Reader {
 }
 
 fn placeholder() -> Header {
-    Header { layout_version: 0, wall_offset_ns: 0, started_mono_ns: 0, probes: vec![], hostname: String::new(), kernel: String::new() }
+    Header {
+        layout_version: 0,
+        wall_offset_ns: 0,
+        started_mono_ns: 0,
+        probes: vec![],
+        hostname: String::new(),
+        kernel: String::new(),
+    }
 }
 
 /// Check that `bytes` is whole, valid records; return how many.
@@ -217,7 +241,14 @@ mod tests {
     use super::*;
 
     fn header() -> Header {
-        Header { layout_version: wasmtap_abi::LAYOUT_VERSION, wall_offset_ns: 5, started_mono_ns: 7, probes: vec!["proc:exec".into()], hostname: "h".into(), kernel: "k".into() }
+        Header {
+            layout_version: wasmtap_abi::LAYOUT_VERSION,
+            wall_offset_ns: 5,
+            started_mono_ns: 7,
+            probes: vec!["proc:exec".into()],
+            hostname: "h".into(),
+            kernel: "k".into(),
+        }
     }
 
     fn fork_record() -> Vec<u8> {

@@ -77,7 +77,11 @@ impl Output {
         match self.format {
             Format::Json => self.json(json!({"type": "attached_probes", "data": {"probes": probes}})),
             Format::Text if live => {
-                let _ = writeln!(self.err, "Attached {probes} probe{}. Hit Ctrl-C to end.", if probes == 1 { "" } else { "s" });
+                let _ = writeln!(
+                    self.err,
+                    "Attached {probes} probe{}. Hit Ctrl-C to end.",
+                    if probes == 1 { "" } else { "s" }
+                );
             }
             Format::Text => {}
         }

@@ -51,9 +51,14 @@ pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock) -> Result<Described,
     let fault = |fault| PluginError::Fault { path: path.display().to_string(), fault };
     let mut instance = sandbox.instantiate(&loaded, clock).map_err(fault)?;
     let info = instance.info().map_err(fault)?;
-    let name_ok = !info.name.is_empty() && info.name.len() <= 64 && info.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let name_ok = !info.name.is_empty()
+        && info.name.len() <= 64
+        && info.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if !name_ok {
-        return Err(PluginError::BadPlan { plugin: path.display().to_string(), reason: format!("invalid plugin name {:?}", info.name) });
+        return Err(PluginError::BadPlan {
+            plugin: path.display().to_string(),
+            reason: format!("invalid plugin name {:?}", info.name),
+        });
     }
     Ok(Described { info, loaded, instance })
 }
@@ -122,18 +127,33 @@ impl Runner {
         let Described { info, loaded, mut instance } = d;
         let name = info.name.clone();
         let fault = |fault| PluginError::Fault { path: loaded.path().display().to_string(), fault };
-        let plan = instance.start(params).map_err(fault)?.map_err(|message| PluginError::Refused { plugin: name.clone(), message })?;
+        let plan = instance
+            .start(params)
+            .map_err(fault)?
+            .map_err(|message| PluginError::Refused { plugin: name.clone(), message })?;
         let subs = compile_subs(&name, &plan)?;
         for t in &plan.tables {
             if t.columns.is_empty() || t.columns.len() > 64 {
-                return Err(PluginError::BadPlan { plugin: name, reason: format!("table `{}` must have 1 to 64 columns", t.name) });
+                return Err(PluginError::BadPlan {
+                    plugin: name,
+                    reason: format!("table `{}` must have 1 to 64 columns", t.name),
+                });
             }
         }
         if plan.tick_ms == Some(0) {
             return Err(PluginError::BadPlan { plugin: name, reason: "tick-ms must be at least 1".into() });
         }
         let stats = PluginStats { name: name.clone(), ..Default::default() };
-        Ok(Runner { info, plan, instance: Some(instance), subs, batch: Vec::with_capacity(256 << 10), batch_records: 0, stats, next_tick_ns: None })
+        Ok(Runner {
+            info,
+            plan,
+            instance: Some(instance),
+            subs,
+            batch: Vec::with_capacity(256 << 10),
+            batch_records: 0,
+            stats,
+            next_tick_ns: None,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -252,8 +272,13 @@ impl Runner {
                 GuestItem::Rows(rows) => {
                     for row in rows {
                         match self.plan.tables.get(row.table as usize) {
-                            Some(t) if t.columns.len() == row.values.len() => out.rows(&self.info.name, t, std::slice::from_ref(&row), clock),
-                            _ => out.diag(&format!("{}: dropped a row that does not fit table {}", self.info.name, row.table)),
+                            Some(t) if t.columns.len() == row.values.len() => {
+                                out.rows(&self.info.name, t, std::slice::from_ref(&row), clock)
+                            }
+                            _ => out.diag(&format!(
+                                "{}: dropped a row that does not fit table {}",
+                                self.info.name, row.table
+                            )),
                         }
                     }
                 }
@@ -276,12 +301,16 @@ fn compile_subs(plugin: &str, plan: &Plan) -> Result<Vec<Sub>, PluginError> {
     plan.subscriptions
         .iter()
         .map(|s| {
-            let probe = probes::resolve(&s.probe).map_err(|source| PluginError::Probe { plugin: plugin.into(), source })?;
+            let probe =
+                probes::resolve(&s.probe).map_err(|source| PluginError::Probe { plugin: plugin.into(), source })?;
             let mut syscalls: BTreeSet<u32> = s.filter.syscalls.iter().copied().collect();
             syscalls.extend(probe.syscall);
             let syscall_kind = matches!(probe.kind, Kind::SysEnter | Kind::SysExit);
             if !syscalls.is_empty() && !syscall_kind {
-                return Err(PluginError::BadPlan { plugin: plugin.into(), reason: format!("a syscall filter on `{}`, which is not a syscall probe", s.probe) });
+                return Err(PluginError::BadPlan {
+                    plugin: plugin.into(),
+                    reason: format!("a syscall filter on `{}`, which is not a syscall probe", s.probe),
+                });
             }
             let comms = s.filter.comms.iter().map(|c| crate::collect::live::comm_key(c)).collect::<Vec<_>>();
             Ok(Sub {
@@ -323,14 +352,26 @@ impl PluginSet {
     pub fn kernel_union(&self) -> (Option<Vec<u32>>, Option<Vec<u32>>, Option<Vec<String>>) {
         let subs: Vec<(&Sub, &crate::sandbox::types::Subscription)> =
             self.runners.iter().flat_map(|r| r.subs.iter().zip(&r.plan.subscriptions)).collect();
-        let syscall_subs: Vec<&Sub> = subs.iter().map(|(s, _)| *s).filter(|s| matches!(s.kind, Kind::SysEnter | Kind::SysExit)).collect();
+        let syscall_subs: Vec<&Sub> =
+            subs.iter().map(|(s, _)| *s).filter(|s| matches!(s.kind, Kind::SysEnter | Kind::SysExit)).collect();
         let syscalls = if !syscall_subs.is_empty() && syscall_subs.iter().all(|s| s.syscalls.is_some()) {
-            Some(syscall_subs.iter().flat_map(|s| s.syscalls.iter().flatten().copied()).collect::<BTreeSet<_>>().into_iter().collect())
+            Some(
+                syscall_subs
+                    .iter()
+                    .flat_map(|s| s.syscalls.iter().flatten().copied())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+            )
         } else {
             None
         };
         let uids = subs.iter().all(|(s, _)| s.uids.is_some()).then(|| {
-            subs.iter().flat_map(|(s, _)| s.uids.iter().flatten().copied()).collect::<BTreeSet<_>>().into_iter().collect()
+            subs.iter()
+                .flat_map(|(s, _)| s.uids.iter().flatten().copied())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
         });
         let comms = subs.iter().all(|(_, p)| !p.filter.comms.is_empty()).then(|| {
             subs.iter().flat_map(|(_, p)| p.filter.comms.iter().cloned()).collect::<BTreeSet<_>>().into_iter().collect()
@@ -360,7 +401,8 @@ impl PluginSet {
 
     /// Names of the probes subscribed, for the recording header.
     pub fn probe_names(&self) -> Vec<String> {
-        let set: BTreeSet<String> = self.runners.iter().flat_map(|r| r.plan.subscriptions.iter().map(|s| s.probe.clone())).collect();
+        let set: BTreeSet<String> =
+            self.runners.iter().flat_map(|r| r.plan.subscriptions.iter().map(|s| s.probe.clone())).collect();
         set.into_iter().collect()
     }
 }

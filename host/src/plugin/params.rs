@@ -85,7 +85,11 @@ pub fn check_unclaimed(raw: &[RawParam], plugins: &[(String, Vec<ParamSpec>)]) -
 }
 
 fn unknown(plugin: &str, specs: &[ParamSpec], name: &str) -> ParamError {
-    let known = if specs.is_empty() { "no parameters".to_string() } else { specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ") };
+    let known = if specs.is_empty() {
+        "no parameters".to_string()
+    } else {
+        specs.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    };
     ParamError::Unknown { plugin: plugin.into(), name: name.into(), known }
 }
 

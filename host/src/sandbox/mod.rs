@@ -120,16 +120,15 @@ impl Sandbox {
     /// Compile and type-check a plugin file.
     pub fn load(&self, path: &Path) -> Result<LoadedPlugin, SandboxError> {
         let bytes = std::fs::read(path).map_err(|source| SandboxError::Read { path: path.into(), source })?;
-        let component = Component::new(&self.engine, &bytes).map_err(|e| SandboxError::NotAComponent {
-            path: path.into(),
-            reason: first_line(&format!("{e:#}")),
-        })?;
+        let component = Component::new(&self.engine, &bytes)
+            .map_err(|e| SandboxError::NotAComponent { path: path.into(), reason: first_line(&format!("{e:#}")) })?;
         for (name, _) in component.component_type().imports(&self.engine) {
             if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
                 return Err(SandboxError::ForbiddenImport { path: path.into(), import: name.to_string() });
             }
         }
-        let wrong = |e: wasmtime::Error| SandboxError::WrongWorld { path: path.into(), reason: first_line(&format!("{e:#}")) };
+        let wrong =
+            |e: wasmtime::Error| SandboxError::WrongWorld { path: path.into(), reason: first_line(&format!("{e:#}")) };
         let pre = self.linker.instantiate_pre(&component).map_err(wrong)?;
         let pre = PluginPre::new(pre).map_err(wrong)?;
         Ok(LoadedPlugin { pre, path: path.into() })
@@ -138,7 +137,12 @@ impl Sandbox {
     /// A fresh instance of a loaded plugin in its own store.
     pub fn instantiate(&self, plugin: &LoadedPlugin, clock: Clock) -> Result<Instance, Fault> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = WasiCtx::builder().stderr(stderr.clone()).allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false).build();
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.limits.memory_bytes)
             .instances(16)
@@ -147,14 +151,12 @@ impl Sandbox {
             .table_elements(100_000)
             .trap_on_grow_failure(true)
             .build();
-        let state = StoreState { wasi, table: ResourceTable::new(), limits, stderr, host: host_api::HostState::new(clock) };
+        let state =
+            StoreState { wasi, table: ResourceTable::new(), limits, stderr, host: host_api::HostState::new(clock) };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(self.deadline_ticks());
-        let bindings = plugin
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| Fault::from_error("instantiate", &e, &store))?;
+        let bindings = plugin.pre.instantiate(&mut store).map_err(|e| Fault::from_error("instantiate", &e, &store))?;
         Ok(Instance { store, bindings, deadline_ticks: self.deadline_ticks() })
     }
 

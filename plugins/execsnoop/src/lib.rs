@@ -4,8 +4,8 @@
 //! one row per exec, including failed ones. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, Column, ColumnKind, Event, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
-    PluginInfo, Subscription, TableSpec, Value,
+    export_plugin, Column, ColumnKind, Event, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
+    Subscription, TableSpec, Value,
 };
 
 const EXECS: u32 = 0;
@@ -22,12 +22,7 @@ impl Plugin for Execsnoop {
             env!("CARGO_PKG_VERSION"),
             "Which new processes are being executed, with which arguments?",
             vec![
-                ParamSpec::new(
-                    "failed",
-                    ParamKind::Boolean,
-                    "false",
-                    "only execs that failed",
-                ),
+                ParamSpec::new("failed", ParamKind::Boolean, "false", "only execs that failed"),
                 ParamSpec::new(
                     "name",
                     ParamKind::Text,
@@ -47,12 +42,8 @@ impl Plugin for Execsnoop {
             Column::new("RET", ColumnKind::Integer, 4),
             Column::new("ARGS", ColumnKind::Text, 0),
         ];
-        let plan = Plan::new(vec![Subscription::new("proc:exec")])
-            .with_table(TableSpec::new("execs", columns));
-        let me = Execsnoop {
-            failed_only: params.bool("failed"),
-            name: params.text("name").into(),
-        };
+        let plan = Plan::new(vec![Subscription::new("proc:exec")]).with_table(TableSpec::new("execs", columns));
+        let me = Execsnoop { failed_only: params.bool("failed"), name: params.text("name").into() };
         Ok((me, plan))
     }
 
@@ -100,15 +91,10 @@ mod tests {
 
     #[test]
     fn plan_declares_the_execs_table() {
-        let (me, plan) =
-            Execsnoop::start(&Params::from_pairs(&[("failed", "true"), ("name", "sh")])).unwrap();
+        let (me, plan) = Execsnoop::start(&Params::from_pairs(&[("failed", "true"), ("name", "sh")])).unwrap();
         assert!(me.failed_only);
         assert_eq!(plan.subscriptions[0].probe, "proc:exec");
-        let names: Vec<_> = plan.tables[0]
-            .columns
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
+        let names: Vec<_> = plan.tables[0].columns.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["TIME", "PID", "PPID", "UID", "RET", "ARGS"]);
     }
 }

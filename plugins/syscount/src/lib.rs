@@ -4,8 +4,8 @@
 //! `syscall:::entry { @[execname] = count(); }`. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, AggOrder, Aggregation, Comm, Counts, Event, Filter, Output, ParamKind,
-    ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription, Syscall,
+    export_plugin, AggOrder, Aggregation, Comm, Counts, Event, Filter, Output, ParamKind, ParamSpec, Params, Plan,
+    Plugin, PluginInfo, Subscription, Syscall,
 };
 
 const PROBE: &str = "tracepoint:raw_syscalls:sys_enter";
@@ -24,12 +24,7 @@ impl Plugin for Syscount {
             env!("CARGO_PKG_VERSION"),
             "Which syscalls are called most, and by which processes?",
             vec![
-                ParamSpec::new(
-                    "top",
-                    ParamKind::Integer,
-                    "10",
-                    "entries shown per aggregation; 0: all",
-                ),
+                ParamSpec::new("top", ParamKind::Integer, "10", "entries shown per aggregation; 0: all"),
                 ParamSpec::new(
                     "syscall",
                     ParamKind::Text,
@@ -47,20 +42,11 @@ impl Plugin for Syscount {
     }
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
-        let top = u32::try_from(params.int("top"))
-            .map_err(|_| format!("top: must be between 0 and {}", u32::MAX))?;
-        let filter = Filter {
-            syscalls: parse_syscalls(params.text("syscall"))?,
-            ..Filter::default()
-        };
+        let top = u32::try_from(params.int("top")).map_err(|_| format!("top: must be between 0 and {}", u32::MAX))?;
+        let filter = Filter { syscalls: parse_syscalls(params.text("syscall"))?, ..Filter::default() };
         let tick_ms = interval_ms(params.duration_ns("interval"))?;
-        let plan =
-            Plan::new(vec![Subscription::new(PROBE).with_filter(filter)]).with_tick_ms(tick_ms);
-        let me = Syscount {
-            top,
-            by_syscall: Counts::new(),
-            by_process: Counts::new(),
-        };
+        let plan = Plan::new(vec![Subscription::new(PROBE).with_filter(filter)]).with_tick_ms(tick_ms);
+        let me = Syscount { top, by_syscall: Counts::new(), by_process: Counts::new() };
         Ok((me, plan))
     }
 
@@ -92,10 +78,8 @@ impl Syscount {
         };
         let order = AggOrder::ValueAscending;
         vec![
-            self.by_syscall
-                .to_aggregation("syscall", &syscalls, &["syscall"], order, self.top),
-            self.by_process
-                .to_aggregation("process", &processes, &["comm"], order, self.top),
+            self.by_syscall.to_aggregation("syscall", &syscalls, &["syscall"], order, self.top),
+            self.by_process.to_aggregation("process", &processes, &["comm"], order, self.top),
         ]
     }
 }
@@ -144,8 +128,7 @@ mod tests {
 
     #[test]
     fn interval_sets_the_tick() {
-        let params =
-            Params::from_pairs(&[("top", "5"), ("syscall", ""), ("interval", "1000000000")]);
+        let params = Params::from_pairs(&[("top", "5"), ("syscall", ""), ("interval", "1000000000")]);
         let (_, plan) = Syscount::start(&params).unwrap();
         assert_eq!(plan.tick_ms, Some(1000));
         assert_eq!(plan.subscriptions[0].probe, PROBE);
