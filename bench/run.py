@@ -30,13 +30,17 @@ def workload(calls):
 
 def wait_for(proc, stream, needle, timeout=30):
     deadline = time.time() + timeout
-    buf = ""
+    buf = b""
     os.set_blocking(stream.fileno(), False)
     while time.time() < deadline:
-        chunk = stream.read()
+        try:
+            chunk = os.read(stream.fileno(), 65536)
+        except BlockingIOError:
+            chunk = b""
         if chunk:
             buf += chunk
-            if needle in buf:
+            if needle.encode() in buf:
+                os.set_blocking(stream.fileno(), True)
                 return buf
         if proc.poll() is not None:
             raise SystemExit(f"tracer exited early: {buf}")
@@ -45,13 +49,17 @@ def wait_for(proc, stream, needle, timeout=30):
 
 
 def traced(cmd, ready_stream, needle, calls):
-    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(p, getattr(p, ready_stream), needle)
+    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    early = wait_for(p, getattr(p, ready_stream), needle)
     time.sleep(0.2)
     ns = workload(calls)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
-    return ns, out, err
+    if ready_stream == "stdout":
+        out = early + out
+    else:
+        err = early + err
+    return ns, out.decode(errors="replace"), err.decode(errors="replace")
 
 
 def main():

@@ -23,6 +23,8 @@ use super::{Chunk, KernelCounters, KindCounters};
 static SYSCALLS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
 static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/proc.bpf.o"));
 
+/// Ring buffer per collector: ~600 k syscall records, 200 ms of a full-speed storm.
+const RING_BYTES: u32 = 64 << 20;
 /// Records per chunk handed to the pipeline (bytes).
 const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of records buffered between the drain thread and the pipeline, so that a plugin
@@ -193,6 +195,7 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
     let emit_exit = flag(config.kinds.contains(&Kind::Exit));
     let mut loader = EbpfLoader::new();
     loader
+        .map_max_entries("EVENTS", RING_BYTES)
         .override_global("cfg_self_tgid", &self_tgid, true)
         .override_global("cfg_filter_targets", &targets, true)
         .override_global("cfg_follow_children", &follow, true)
