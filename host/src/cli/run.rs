@@ -48,7 +48,6 @@ fn trace(
             bail!("no process with pid {pid}");
         }
     }
-    let (syscalls, uids, comms) = plugins.kernel_union();
     let targets = match &child {
         Some(c) => Some(vec![c.pid()]),
         None if !trace.pids.is_empty() => Some(trace.pids.clone()),
@@ -56,7 +55,7 @@ fn trace(
     };
     let config = LiveConfig {
         kinds: plugins.kinds(),
-        filter: KernelFilter { targets, follow_children: child.is_some(), uids, comms, syscalls },
+        filter: KernelFilter { targets, follow_children: child.is_some(), ..plugins.kernel_filter() },
     };
     let (live, rx) = Live::start(&config)?;
     let writer = match record_to {

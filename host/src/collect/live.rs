@@ -298,29 +298,32 @@ fn attach(c: Collector, obj: &mut Ebpf, config: &LiveConfig, btf: &Btf) -> Resul
 }
 
 fn attach_btf(obj: &mut Ebpf, prog: &str, event: &str, btf: &Btf) -> Result<(), CollectError> {
-    let what = || format!("tp_btf/{event} ({prog})");
-    let err = |e: &dyn std::fmt::Display| CollectError::Attach { what: what(), reason: e.to_string() };
-    let p: &mut BtfTracePoint = obj
-        .program_mut(prog)
-        .ok_or_else(|| err(&"program missing from the collector"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| err(&e))?;
-    p.load(event, btf).map_err(|e| err(&verifier_error(&e)))?;
-    p.attach().map_err(|e| err(&e))?;
+    let what = format!("tp_btf/{event} ({prog})");
+    let p: &mut BtfTracePoint = program(obj, prog, &what)?;
+    p.load(event, btf).map_err(|e| attach_error(&what, verifier_error(&e)))?;
+    p.attach().map_err(|e| attach_error(&what, e))?;
     Ok(())
 }
 
 fn attach_tp(obj: &mut Ebpf, prog: &str, category: &str, name: &str) -> Result<(), CollectError> {
-    let what = || format!("tracepoint:{category}:{name} ({prog})");
-    let err = |e: &dyn std::fmt::Display| CollectError::Attach { what: what(), reason: e.to_string() };
-    let p: &mut TracePoint = obj
-        .program_mut(prog)
-        .ok_or_else(|| err(&"program missing from the collector"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| err(&e))?;
-    p.load().map_err(|e| err(&verifier_error(&e)))?;
-    p.attach(category, name).map_err(|e| err(&e))?;
+    let what = format!("tracepoint:{category}:{name} ({prog})");
+    let p: &mut TracePoint = program(obj, prog, &what)?;
+    p.load().map_err(|e| attach_error(&what, verifier_error(&e)))?;
+    p.attach(category, name).map_err(|e| attach_error(&what, e))?;
     Ok(())
+}
+
+/// A collector program, typed as the attach type it was written for.
+fn program<'a, T>(obj: &'a mut Ebpf, prog: &str, what: &str) -> Result<&'a mut T, CollectError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let p = obj.program_mut(prog).ok_or_else(|| attach_error(what, "program missing from the collector"))?;
+    p.try_into().map_err(|e| attach_error(what, e))
+}
+
+fn attach_error(what: &str, reason: impl std::fmt::Display) -> CollectError {
+    CollectError::Attach { what: what.to_string(), reason: reason.to_string() }
 }
 
 fn verifier_error(e: &aya::programs::ProgramError) -> String {

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use wasmtap_abi::{header, Kind, Record};
 
+use crate::collect::live::KernelFilter;
 use crate::collect::probes::{self, ProbeError};
 use crate::output::Output;
 use crate::sandbox::types::{Plan, PluginInfo, TableSpec};
@@ -348,8 +349,9 @@ impl PluginSet {
     }
 
     /// The filters every subscription agrees on, which can be pushed into the kernel:
-    /// a dimension is constrained only if every subscription constrains it.
-    pub fn kernel_union(&self) -> (Option<Vec<u32>>, Option<Vec<u32>>, Option<Vec<String>>) {
+    /// a dimension is constrained only if every subscription constrains it. The caller
+    /// adds the target process set.
+    pub fn kernel_filter(&self) -> KernelFilter {
         let subs: Vec<(&Sub, &crate::sandbox::types::Subscription)> =
             self.runners.iter().flat_map(|r| r.subs.iter().zip(&r.plan.subscriptions)).collect();
         let syscall_subs: Vec<&Sub> =
@@ -376,7 +378,7 @@ impl PluginSet {
         let comms = subs.iter().all(|(_, p)| !p.filter.comms.is_empty()).then(|| {
             subs.iter().flat_map(|(_, p)| p.filter.comms.iter().cloned()).collect::<BTreeSet<_>>().into_iter().collect()
         });
-        (syscalls, uids, comms)
+        KernelFilter { syscalls, uids, comms, ..KernelFilter::default() }
     }
 
     pub fn tick(&mut self, now_ns: u64, out: &mut Output, clock: &Clock) {

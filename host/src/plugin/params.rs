@@ -133,7 +133,7 @@ pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
         _ => return None,
     };
     let ns = n * scale;
-    (n.is_finite() && ns >= 0.0 && ns < 1e19).then(|| std::time::Duration::from_nanos(ns as u64))
+    (n.is_finite() && (0.0..1e19).contains(&ns)).then(|| std::time::Duration::from_nanos(ns as u64))
 }
 
 #[cfg(test)]
