@@ -56,7 +56,7 @@ pub fn workload(name: &str) -> PathBuf {
 /// True when the test may load BPF. Without root it fails under CI (privileged tests
 /// must run there) and skips with a message elsewhere.
 pub fn require_root() -> bool {
-    // SAFETY-free check: /proc/self/status carries the effective uid.
+    // /proc/self/status carries the effective uid (second field of `Uid:`).
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let euid =
         status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1)).unwrap_or("1");

@@ -25,7 +25,7 @@ const MAX_JSON: u32 = 1 << 20;
 const MAX_CHUNK: u32 = 64 << 20;
 
 /// Facts about the recorded run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Header {
     pub layout_version: u32,
     /// Wall-clock minus monotonic nanoseconds at the start.
@@ -119,7 +119,7 @@ impl Reader {
             input: BufReader::with_capacity(1 << 20, file),
             path: path.into(),
             offset: 0,
-            header: placeholder(),
+            header: Header::default(),
             trailer: None,
         };
         let mut magic = [0u8; 12];
@@ -210,17 +210,6 @@ impl Reader {
         }
         self.offset += n as u64;
         Ok(buf)
-    }
-}
-
-fn placeholder() -> Header {
-    Header {
-        layout_version: 0,
-        wall_offset_ns: 0,
-        started_mono_ns: 0,
-        probes: vec![],
-        hostname: String::new(),
-        kernel: String::new(),
     }
 }
 

@@ -261,43 +261,40 @@ pub struct Instance {
 }
 
 impl Instance {
-    fn arm(&mut self) {
+    /// Call one export with a fresh deadline; any error is a fault that names the export.
+    fn call<R>(
+        &mut self,
+        export: &'static str,
+        f: impl FnOnce(&Plugin, &mut Store<StoreState>) -> wasmtime::Result<R>,
+    ) -> Result<R, Fault> {
         self.store.set_epoch_deadline(self.deadline_ticks);
+        let r = f(&self.bindings, &mut self.store);
+        r.map_err(|e| Fault::from_error(export, &e, &self.store))
     }
 
     /// `info`.
     pub fn info(&mut self) -> Result<types::PluginInfo, Fault> {
-        self.arm();
-        let r = self.bindings.call_info(&mut self.store);
-        r.map_err(|e| Fault::from_error("info", &e, &self.store))
+        self.call("info", |b, s| b.call_info(s))
     }
 
     /// `start`.
     pub fn start(&mut self, params: &[types::Param]) -> Result<Result<types::Plan, String>, Fault> {
-        self.arm();
-        let r = self.bindings.call_start(&mut self.store, params);
-        r.map_err(|e| Fault::from_error("start", &e, &self.store))
+        self.call("start", |b, s| b.call_start(s, params))
     }
 
     /// `on-batch`.
     pub fn on_batch(&mut self, batch: &[u8]) -> Result<(), Fault> {
-        self.arm();
-        let r = self.bindings.call_on_batch(&mut self.store, batch);
-        r.map_err(|e| Fault::from_error("on-batch", &e, &self.store))
+        self.call("on-batch", |b, s| b.call_on_batch(s, batch))
     }
 
     /// `on-tick`.
     pub fn on_tick(&mut self, now_ns: u64) -> Result<Vec<types::Aggregation>, Fault> {
-        self.arm();
-        let r = self.bindings.call_on_tick(&mut self.store, now_ns);
-        r.map_err(|e| Fault::from_error("on-tick", &e, &self.store))
+        self.call("on-tick", |b, s| b.call_on_tick(s, now_ns))
     }
 
     /// `finish`.
     pub fn finish(&mut self) -> Result<Vec<types::Aggregation>, Fault> {
-        self.arm();
-        let r = self.bindings.call_finish(&mut self.store);
-        r.map_err(|e| Fault::from_error("finish", &e, &self.store))
+        self.call("finish", |b, s| b.call_finish(s))
     }
 
     /// Set the time `monotonic-ns`/`wall-ns` report (replay drives it from the recording).
