@@ -18,6 +18,8 @@ const volatile __u32 cfg_filter_targets = 0;  /* only tgids in TARGETS */
 const volatile __u32 cfg_follow_children = 0; /* forks of a target become targets */
 const volatile __u32 cfg_filter_uids = 0;
 const volatile __u32 cfg_filter_comms = 0;
+const volatile __u32 cfg_filter_cgroups = 0;  /* only tasks in or below a cgroup of CGROUPS */
+const volatile __u32 cfg_cgroup_levels = 0;   /* deepest level of a cgroup in CGROUPS */
 const volatile __u64 cfg_submit_flags = BPF_RB_NO_WAKEUP_FLAG;
 
 struct {
@@ -51,6 +53,13 @@ struct {
 } COMMS SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64);
+	__type(value, __u8);
+} CGROUPS SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, WT_KINDS * WT_SLOTS);
 	__type(key, __u32);
@@ -64,6 +73,26 @@ static __always_inline void wt_count(__u32 kind, __u32 slot)
 
 	if (v)
 		*v += 1;
+}
+
+#define WT_CGROUP_LEVELS_MAX 16
+
+/* 1 when the current task is in a cgroup of CGROUPS or below one. */
+static __always_inline int wt_in_cgroups(void)
+{
+	__u64 id = bpf_get_current_cgroup_id();
+	int level;
+
+	if (bpf_map_lookup_elem(&CGROUPS, &id))
+		return 1;
+	for (level = 1; level <= WT_CGROUP_LEVELS_MAX; level++) {
+		if (level > cfg_cgroup_levels)
+			break;
+		id = bpf_get_current_ancestor_cgroup_id(level);
+		if (id && bpf_map_lookup_elem(&CGROUPS, &id))
+			return 1;
+	}
+	return 0;
 }
 
 /* Process-level filters: 1 when the current task's events may be emitted. Events of
@@ -87,10 +116,70 @@ static __always_inline int wt_pass_task(__u32 kind, __u32 tgid)
 		if (!bpf_map_lookup_elem(&COMMS, &k))
 			goto filtered;
 	}
+	if (cfg_filter_cgroups && !wt_in_cgroups())
+		goto filtered;
 	return 1;
 filtered:
 	wt_count(kind, WT_SLOT_FILTERED);
 	return 0;
+}
+
+/* One comparison: the value at base + p->off, of p->size bytes, against p->value. */
+static __always_inline int wt_pred_holds(const struct wt_pred *p, const void *base)
+{
+	__u32 size = p->size;
+	__u64 v = 0;
+
+	if (size != 1 && size != 2 && size != 4 && size != 8)
+		return 0;
+	if (bpf_probe_read_kernel(&v, size & 15, (const char *)base + p->off))
+		return 0;
+	if (p->flags & WT_PRED_SIGNED) {
+		int shift = 64 - size * 8;
+		__s64 sv = ((__s64)(v << shift)) >> shift;
+		__s64 want = (__s64)p->value;
+
+		switch (p->op) {
+		case WT_OP_EQ: return sv == want;
+		case WT_OP_NE: return sv != want;
+		case WT_OP_LT: return sv < want;
+		case WT_OP_LE: return sv <= want;
+		case WT_OP_GT: return sv > want;
+		case WT_OP_GE: return sv >= want;
+		}
+	} else {
+		switch (p->op) {
+		case WT_OP_EQ: return v == p->value;
+		case WT_OP_NE: return v != p->value;
+		case WT_OP_LT: return v < p->value;
+		case WT_OP_LE: return v <= p->value;
+		case WT_OP_GT: return v > p->value;
+		case WT_OP_GE: return v >= p->value;
+		}
+	}
+	switch (p->op) {
+	case WT_OP_MASK_ANY: return (v & p->value) != 0;
+	case WT_OP_MASK_NONE: return (v & p->value) == 0;
+	}
+	return 0;
+}
+
+/* All comparisons of a list hold (an empty list passes); counts a rejection. */
+static __always_inline int wt_preds_pass(__u32 kind, const struct wt_preds *preds, const void *base)
+{
+	int i;
+
+	for (i = 0; i < WT_PREDS_MAX; i++) {
+		const struct wt_pred *p = &preds->p[i];
+
+		if (!p->op)
+			break;
+		if (!wt_pred_holds(p, base)) {
+			wt_count(kind, WT_SLOT_FILTERED);
+			return 0;
+		}
+	}
+	return 1;
 }
 
 static __always_inline void wt_fill_header(struct wt_header *h, __u32 kind, __u32 size)
@@ -137,5 +226,20 @@ static __always_inline void wt_untrack_exit(struct task_struct *task)
 	tgid = BPF_CORE_READ(task, tgid);
 	bpf_map_delete_elem(&TARGETS, &tgid);
 }
+
+/* The programs that keep the target set, for a collector named `prefix`. */
+#define WT_TRACKING_PROGRAMS(prefix)                                                              \
+	SEC("tp_btf/sched_process_fork")                                                          \
+	int BPF_PROG(prefix##_track_fork, struct task_struct *parent, struct task_struct *child) \
+	{                                                                                         \
+		wt_track_fork(parent, child);                                                     \
+		return 0;                                                                         \
+	}                                                                                         \
+	SEC("tp_btf/sched_process_exit")                                                          \
+	int BPF_PROG(prefix##_untrack_exit, struct task_struct *task)                            \
+	{                                                                                         \
+		wt_untrack_exit(task);                                                            \
+		return 0;                                                                         \
+	}
 
 #endif /* WASMTAP_FILTER_BPF_H */

@@ -2,7 +2,8 @@
 /*
  * syscalls: every syscall's entry (number and six arguments) and exit (return value),
  * via the typed raw tracepoints sys_enter/sys_exit, the cheapest hook on this kernel.
- * Filters: those of filter.bpf.h, plus a syscall-number set.
+ * Filters: those of filter.bpf.h, a syscall-number set, and per syscall comparisons on
+ * its arguments (entry) or return value (exit).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -15,6 +16,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define WT_NR_SYSCALLS 512
 
 const volatile __u32 cfg_filter_syscalls = 0;
+const volatile __u32 cfg_filter_args = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -22,6 +24,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } SYSCALLS SEC(".maps");
+
+/* ARG_PREDS[nr]: comparisons on the entry's args[6] (offset 8 * i);
+ * ARG_PREDS[WT_NR_SYSCALLS + nr]: on the exit's return value (offset 0). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * WT_NR_SYSCALLS);
+	__type(key, __u32);
+	__type(value, struct wt_preds);
+} ARG_PREDS SEC(".maps");
+
+static __always_inline int wt_pass_args(__u32 kind, __u32 key, const void *values)
+{
+	struct wt_preds *preds = bpf_map_lookup_elem(&ARG_PREDS, &key);
+
+	return !preds || wt_preds_pass(kind, preds, values);
+}
 
 static __always_inline int wt_pass_syscall(__u32 kind, long id)
 {
@@ -45,6 +63,12 @@ int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 
 	if (!wt_pass_task(WT_SYS_ENTER, tgid) || !wt_pass_syscall(WT_SYS_ENTER, id))
 		return 0;
+	if (cfg_filter_args) {
+		__u64 args[6] = { regs->di, regs->si, regs->dx, regs->r10, regs->r8, regs->r9 };
+
+		if (!wt_pass_args(WT_SYS_ENTER, (__u32)id, args))
+			return 0;
+	}
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
 		wt_count(WT_SYS_ENTER, WT_SLOT_DROPPED);
@@ -72,6 +96,8 @@ int BPF_PROG(wt_sys_exit, struct pt_regs *regs, long ret)
 
 	if (!wt_pass_task(WT_SYS_EXIT, tgid) || !wt_pass_syscall(WT_SYS_EXIT, id))
 		return 0;
+	if (cfg_filter_args && !wt_pass_args(WT_SYS_EXIT, WT_NR_SYSCALLS + (__u32)id, &ret))
+		return 0;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
 		wt_count(WT_SYS_EXIT, WT_SLOT_DROPPED);
@@ -85,16 +111,4 @@ int BPF_PROG(wt_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(wt_syscalls_track_fork, struct task_struct *parent, struct task_struct *child)
-{
-	wt_track_fork(parent, child);
-	return 0;
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(wt_syscalls_untrack_exit, struct task_struct *task)
-{
-	wt_untrack_exit(task);
-	return 0;
-}
+WT_TRACKING_PROGRAMS(wt_syscalls)

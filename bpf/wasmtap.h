@@ -17,6 +17,9 @@ enum wt_kind {
 	WT_EXEC = 3,
 	WT_FORK = 4,
 	WT_EXIT = 5,
+	WT_TRACEPOINT = 6, /* any tracepoint: the kernel's raw entry */
+	WT_USER = 7,       /* uprobe, uretprobe, USDT */
+	WT_SAMPLE = 8,     /* perf software event: cpu-clock sampling, page faults... */
 };
 
 /* Per-CPU counter slots, per kind: COUNTERS[kind * WT_SLOTS + slot]. */
@@ -26,7 +29,7 @@ enum wt_slot {
 	WT_SLOT_DROPPED = 2,  /* ring buffer full */
 	WT_SLOTS = 3,
 };
-#define WT_KINDS 8
+#define WT_KINDS 16
 
 struct wt_header {
 	__u16 kind;
@@ -83,5 +86,76 @@ struct wt_exit {
 	__u32 ppid;
 	__u64 start_ns;  /* task start time, CLOCK_MONOTONIC */
 }; /* 72 bytes */
+
+/*
+ * Stacks. A record of kind tracepoint, user or sample whose h.flags has WT_HAS_STACK
+ * ends with a stack trailer: kernel frames, then user frames (u64 instruction
+ * addresses, innermost first), then struct wt_stack_counts as the record's last 8 bytes.
+ */
+#define WT_HAS_STACK 0x8000
+#define WT_STACK_MAX 127 /* frames per stack (the kernel's perf_event_max_stack) */
+
+struct wt_stack_counts {
+	__u16 kernel;
+	__u16 user;
+	__u32 reserved;
+};
+
+/* Per-subscription comparisons evaluated in the kernel, ANDed (DESIGN.md §2). */
+enum wt_op {
+	WT_OP_EQ = 1,
+	WT_OP_NE = 2,
+	WT_OP_LT = 3,
+	WT_OP_LE = 4,
+	WT_OP_GT = 5,
+	WT_OP_GE = 6,
+	WT_OP_MASK_ANY = 7,  /* (v & value) != 0 */
+	WT_OP_MASK_NONE = 8, /* (v & value) == 0 */
+};
+#define WT_PRED_SIGNED 1
+#define WT_PREDS_MAX 4
+
+struct wt_pred {
+	__u16 off;  /* byte offset of the value in the probe's data */
+	__u8 size;  /* 1, 2, 4 or 8 */
+	__u8 flags; /* WT_PRED_SIGNED */
+	__u8 op;    /* enum wt_op; 0 ends the list */
+	__u8 pad[3];
+	__u64 value;
+}; /* 16 bytes */
+
+struct wt_preds {
+	struct wt_pred p[WT_PREDS_MAX];
+};
+
+#define WT_TP_DATA_MAX 4032 /* bytes of a tracepoint entry kept */
+#define WT_TP_TRUNCATED 1   /* h.flags: the entry was longer than WT_TP_DATA_MAX */
+
+struct wt_tracepoint {
+	struct wt_header h;
+	__u32 event_id; /* the tracefs event id (events/CAT/NAME/id) */
+	__u32 data_len; /* bytes of the entry in data */
+	/* __u8 data[data_len]: the kernel's trace entry, fields at the offsets of the
+	 * tracefs format file; padded to 8; then the stack trailer if any */
+}; /* 64 bytes + data */
+
+#define WT_USER_RETURN 1 /* h.flags: a uretprobe; args[0] is the return value */
+#define WT_USER_ARGS 12
+
+struct wt_user {
+	struct wt_header h;
+	__u32 probe;    /* the host's index of the probe (the attach cookie) */
+	__u32 nargs;    /* valid entries in args */
+	__u64 ip;       /* the probed instruction (virtual address in the process) */
+	__u64 args[WT_USER_ARGS]; /* uprobe: arg0-5 by the SysV ABI; usdt: evaluated arguments */
+}; /* 168 bytes, then the stack trailer if any */
+
+struct wt_sample {
+	struct wt_header h;
+	__u32 event;  /* the perf software event: PERF_COUNT_SW_* */
+	__u32 cpu;
+	__u64 addr;   /* page faults: the faulting address; otherwise 0 */
+	__u64 ip;     /* the interrupted instruction */
+}; /* 80 bytes, then the stack trailer if any */
 
 #endif /* WASMTAP_H */

@@ -3,12 +3,12 @@
 
 use std::{env, path::PathBuf, process::Command};
 
-const COLLECTORS: &[&str] = &["syscalls", "proc"];
+const COLLECTORS: &[&str] = &["syscalls", "proc", "tracepoint", "user", "perf"];
 
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let bpf_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("../bpf");
-    for header in ["vmlinux.h", "wasmtap.h", "filter.bpf.h"] {
+    for header in ["vmlinux.h", "wasmtap.h", "filter.bpf.h", "emit.bpf.h"] {
         println!("cargo:rerun-if-changed={}", bpf_dir.join(header).display());
     }
     println!("cargo:rerun-if-env-changed=BPF_CLANG");

@@ -1,14 +1,18 @@
 //! Typed, zero-copy views of the records in a batch.
 //!
 //! An [`Event`] borrows the batch the host handed to `on-batch`; nothing is copied
-//! until a plugin asks for an owned value (a `String`, a [`Comm`]). Every accessor
-//! reads through `wasmtap_abi`'s bounds-checked loads, so a short or corrupt record
-//! yields zeros, never a panic.
+//! until a plugin asks for an owned value (a `String`, a [`Comm`], a [`Stack`]). Every
+//! accessor reads through `wasmtap_abi`'s bounds-checked loads, so a short or corrupt
+//! record yields zeros or `None`, never a panic.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::rc::Rc;
 
-use wasmtap_abi::{exec, exit, fork, sys_enter, sys_exit, Kind, Record, COMM_LEN};
+use wasmtap_abi::{exec, exit, fork, sample, sys_enter, sys_exit, user, Frames, Kind, Record, COMM_LEN};
+
+use crate::stack::Stack;
+use crate::tracepoint::{schema, Schema, Tracepoint};
 
 /// One kernel event, by kind. Fields every kind shares are methods on `Event` itself.
 #[derive(Clone, Copy, Debug)]
@@ -23,6 +27,12 @@ pub enum Event<'a> {
     Fork(Fork<'a>),
     /// `proc:exit`: a task exit.
     Exit(Exit<'a>),
+    /// Any other tracepoint, `tracepoint:CAT:NAME`, with the kernel's raw entry.
+    Tracepoint(Tracepoint<'a>),
+    /// `uprobe:`, `uretprobe:` or `usdt:`.
+    User(UserProbe<'a>),
+    /// `profile:hz:N` and `software:*`: a perf software event.
+    Sample(Sample<'a>),
 }
 
 impl<'a> Event<'a> {
@@ -34,6 +44,9 @@ impl<'a> Event<'a> {
             Kind::Exec => Event::Exec(Exec(rec)),
             Kind::Fork => Event::Fork(Fork(rec)),
             Kind::Exit => Event::Exit(Exit(rec)),
+            Kind::Tracepoint => Event::Tracepoint(Tracepoint(rec)),
+            Kind::User => Event::User(UserProbe(rec)),
+            Kind::Sample => Event::Sample(Sample(rec)),
         })
     }
 
@@ -44,7 +57,10 @@ impl<'a> Event<'a> {
             | Event::SysExit(SysExit(r))
             | Event::Exec(Exec(r))
             | Event::Fork(Fork(r))
-            | Event::Exit(Exit(r)) => r,
+            | Event::Exit(Exit(r))
+            | Event::Tracepoint(Tracepoint(r))
+            | Event::User(UserProbe(r))
+            | Event::Sample(Sample(r)) => r,
         }
     }
 
@@ -56,12 +72,38 @@ impl<'a> Event<'a> {
             Event::Exec(_) => Kind::Exec,
             Event::Fork(_) => Kind::Fork,
             Event::Exit(_) => Kind::Exit,
+            Event::Tracepoint(_) => Kind::Tracepoint,
+            Event::User(_) => Kind::User,
+            Event::Sample(_) => Kind::Sample,
         }
     }
 
     /// Index into the plan's `subscriptions` of the probe that matched.
     pub fn sub(&self) -> u16 {
         self.record().sub()
+    }
+
+    /// The layout of this event's subscription (tracepoint fields, probe argument
+    /// names), fetched from the host once per subscription.
+    pub fn schema(&self) -> Option<Rc<Schema>> {
+        schema(u32::from(self.sub()))
+    }
+
+    /// The kernel and user stacks recorded with the event (innermost frame first), if
+    /// its subscription asked for them ([`Subscription::stacks`](crate::Subscription::stacks)).
+    /// A stack the kernel could not walk is empty.
+    pub fn stacks(&self) -> Option<(Frames<'a>, Frames<'a>)> {
+        self.record().stacks()
+    }
+
+    /// The stacks as an owned, hashable aggregation key ([`Stack`]). Its pid is this
+    /// event's if there are user frames (they need it to be symbolized) and 0 otherwise,
+    /// so one kernel stack is one key whichever process hit it, like bpftrace's
+    /// `@[kstack]`.
+    pub fn stack(&self) -> Option<Stack> {
+        let (kernel, user) = self.stacks()?;
+        let pid = if user.is_empty() { 0 } else { self.pid() };
+        Some(Stack::from_frames(pid, kernel, user))
     }
 
     /// CLOCK_MONOTONIC nanoseconds (the clock of `host::monotonic-ns`).
@@ -307,6 +349,89 @@ impl Exit<'_> {
     /// This was the last thread of its process: the process is gone.
     pub fn group_dead(&self) -> bool {
         self.0.flags() & exit::FLAG_GROUP_DEAD != 0
+    }
+}
+
+/// A uprobe, uretprobe or USDT probe firing.
+#[derive(Clone, Copy, Debug)]
+pub struct UserProbe<'a>(Record<'a>);
+
+impl UserProbe<'_> {
+    /// The host's index of the attached probe; [`Event::sub`] is what tells the plan's
+    /// subscriptions apart.
+    pub fn probe(&self) -> u32 {
+        self.0.u32_at(user::PROBE).unwrap_or(0)
+    }
+
+    /// The probed instruction's address in the process.
+    pub fn ip(&self) -> u64 {
+        self.0.u64_at(user::IP).unwrap_or(0)
+    }
+
+    /// Number of valid arguments (at most 12).
+    pub fn nargs(&self) -> usize {
+        (self.0.u32_at(user::NARGS).unwrap_or(0) as usize).min(user::ARGS_MAX)
+    }
+
+    /// Argument `i` as a raw 64-bit value: uprobes, the SysV integer argument registers
+    /// (`arg0`..`arg5`); USDT, the probe's evaluated arguments. 0 past [`nargs`](Self::nargs).
+    pub fn arg(&self, i: usize) -> u64 {
+        if i >= self.nargs() {
+            return 0;
+        }
+        self.0.u64_at(user::ARGS + 8 * i).unwrap_or(0)
+    }
+
+    /// The argument the probe's schema calls `name` (a USDT argument name, or `arg0`..).
+    pub fn arg_named(&self, name: &str) -> Option<u64> {
+        let i = schema(u32::from(self.0.sub()))?.arg_index(name)?;
+        (i < self.nargs()).then(|| self.arg(i))
+    }
+
+    /// This is a return probe (`uretprobe:`).
+    pub fn is_return(&self) -> bool {
+        self.0.flags() & user::FLAG_RETURN != 0
+    }
+
+    /// A return probe's return value (the raw `rax`); `None` for an entry probe.
+    pub fn retval(&self) -> Option<u64> {
+        self.is_return().then(|| self.0.u64_at(user::ARGS).unwrap_or(0))
+    }
+}
+
+/// A perf software event: a `profile:hz:N` sample or a `software:NAME:N` event.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample<'a>(Record<'a>);
+
+impl Sample<'_> {
+    /// The perf software event, `PERF_COUNT_SW_*` (0 cpu-clock, 2 page faults, 5 minor
+    /// faults, 6 major faults, ...).
+    pub fn event(&self) -> u32 {
+        self.0.u32_at(sample::EVENT).unwrap_or(0)
+    }
+
+    /// The CPU it happened on.
+    pub fn cpu(&self) -> u32 {
+        self.0.u32_at(sample::CPU).unwrap_or(0)
+    }
+
+    /// Page faults: the faulting address; 0 for other events.
+    pub fn addr(&self) -> u64 {
+        self.0.u64_at(sample::ADDR).unwrap_or(0)
+    }
+
+    /// The interrupted instruction.
+    pub fn ip(&self) -> u64 {
+        self.0.u64_at(sample::IP).unwrap_or(0)
+    }
+}
+
+/// Where a record's own bytes end: before its stack trailer, if it has one.
+pub(crate) fn body_end(rec: &Record<'_>) -> usize {
+    let len = rec.bytes().len();
+    match rec.stacks() {
+        Some((kernel, user)) => len.saturating_sub(8 + 8 * (kernel.len() + user.len())),
+        None => len,
     }
 }
 

@@ -84,11 +84,14 @@
 
 mod counts;
 mod event;
+mod imports;
 mod output;
 mod params;
 mod runtime;
+mod stack;
 #[cfg(test)]
 mod test_records;
+mod tracepoint;
 mod types;
 
 // The generated code names this crate by path so that plugin crates, where
@@ -114,14 +117,20 @@ pub mod bindings {
 pub use wit_bindgen::rt as __rt;
 
 pub use bindings::wasmtap::plugin::types::{
-    AggEntry, AggOrder, Aggregation, Column, ColumnKind, Filter, Level, Param, ParamKind, ParamSpec, Plan, PluginInfo,
-    Row, Subscription, TableSpec, Value,
+    AggEntry, AggOrder, Aggregation, CmpOp, Column, ColumnKind, Field, FieldType, Filter, Frame, Level, Param,
+    ParamKind, ParamSpec, Plan, PluginInfo, Predicate, ProbeSchema, Row, StackMode, StackRequest, Subscription,
+    TableSpec, Value,
 };
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHasher, Key};
-pub use event::{Args, Comm, Event, Exec, Exit, Fork, SysEnter, SysExit, Syscall};
+pub use event::{Args, Comm, Event, Exec, Exit, Fork, Sample, SysEnter, SysExit, Syscall, UserProbe};
+#[cfg(not(target_arch = "wasm32"))]
+pub use imports::testing;
 pub use output::Output;
 pub use params::Params;
+pub use stack::{render_folded, render_stack, symbolize, Stack, StackStyle, SYMBOLIZE_MAX_ADDRS};
+pub use tracepoint::{schema, FieldRef, FieldValue, IntArray, LazyField, Schema, Tracepoint};
 pub use wasmtap_abi as abi;
+pub use wasmtap_abi::Frames;
 
 use bindings::wasmtap::plugin::host;
 
@@ -141,9 +150,12 @@ pub trait Plugin: Sized + 'static {
     /// when the batch is done.
     fn on_event(&mut self, ev: &Event<'_>, out: &mut Output);
 
-    /// Every `plan.tick_ms` milliseconds, with the monotonic time: return the
-    /// aggregations to print now (the classic `interval:s:1 { print(@); clear(@); }`).
-    fn on_tick(&mut self, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
+    /// A timer or lifecycle probe of the plan fired: subscription `sub` (its index in
+    /// the plan) is an `interval:ms:N` / `interval:s:N` timer, `begin` (every probe is
+    /// attached) or `end` (just before [`finish`](Plugin::finish)); `now_ns` is
+    /// CLOCK_MONOTONIC. Return the aggregations to print now (the classic
+    /// `interval:s:1 { print(@); clear(@); }`).
+    fn on_tick(&mut self, _sub: u32, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
         Vec::new()
     }
 
@@ -179,8 +191,8 @@ macro_rules! export_plugin {
                 fn on_batch(batch: ::std::vec::Vec<u8>) {
                     SLOT.with(|slot| slot.on_batch(&batch))
                 }
-                fn on_tick(now_ns: u64) -> ::std::vec::Vec<$crate::Aggregation> {
-                    SLOT.with(|slot| slot.on_tick(now_ns))
+                fn on_tick(sub: u32, now_ns: u64) -> ::std::vec::Vec<$crate::Aggregation> {
+                    SLOT.with(|slot| slot.on_tick(sub, now_ns))
                 }
                 fn finish() -> ::std::vec::Vec<$crate::Aggregation> {
                     SLOT.with(|slot| slot.finish())

@@ -29,8 +29,10 @@ impl<P> Slot<P> {
 }
 
 impl<P: Plugin> Slot<P> {
-    /// `start`: a failed start leaves the plugin stopped.
+    /// `start`: a failed start leaves the plugin stopped. Schemas cached for an
+    /// earlier plan are forgotten.
     pub fn start(&self, params: Vec<Param>) -> Result<Plan, String> {
+        crate::tracepoint::forget_schemas();
         let started = P::start(&Params::new(params));
         let mut slot = self.plugin.borrow_mut();
         match started {
@@ -51,8 +53,8 @@ impl<P: Plugin> Slot<P> {
     }
 
     /// `on-tick`.
-    pub fn on_tick(&self, now_ns: u64) -> Vec<Aggregation> {
-        self.on_tick_to(now_ns, &mut HostSink)
+    pub fn on_tick(&self, sub: u32, now_ns: u64) -> Vec<Aggregation> {
+        self.on_tick_to(sub, now_ns, &mut HostSink)
     }
 
     /// `finish`.
@@ -81,10 +83,11 @@ impl<P: Plugin> Slot<P> {
         }
     }
 
-    fn on_tick_to(&self, now_ns: u64, sink: &mut impl Sink) -> Vec<Aggregation> {
+    /// Timer and lifecycle probes. Ignored before a successful `start` and after `finish`.
+    fn on_tick_to(&self, sub: u32, now_ns: u64, sink: &mut impl Sink) -> Vec<Aggregation> {
         let mut out = Output::new();
         let aggs = match self.plugin.borrow_mut().as_mut() {
-            Some(plugin) => plugin.on_tick(now_ns, &mut out),
+            Some(plugin) => plugin.on_tick(sub, now_ns, &mut out),
             None => Vec::new(),
         };
         out.flush(sink);

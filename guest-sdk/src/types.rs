@@ -3,7 +3,10 @@
 //! The records themselves are generated from `wit/plugin.wit` (their fields are
 //! public and documented there); these only save typing.
 
-use crate::{Column, ColumnKind, Filter, ParamKind, ParamSpec, Plan, PluginInfo, Subscription, TableSpec, Value};
+use crate::{
+    CmpOp, Column, ColumnKind, Filter, ParamKind, ParamSpec, Plan, PluginInfo, Predicate, StackMode, Subscription,
+    TableSpec, Value,
+};
 
 impl PluginInfo {
     /// A plugin description; `name` is what users type after `wasmtap run`.
@@ -37,19 +40,83 @@ impl ParamSpec {
 impl Default for Filter {
     /// Constrains nothing.
     fn default() -> Self {
-        Filter { syscalls: Vec::new(), uids: Vec::new(), comms: Vec::new() }
+        Filter {
+            syscalls: Vec::new(),
+            uids: Vec::new(),
+            comms: Vec::new(),
+            pids: Vec::new(),
+            cgroups: Vec::new(),
+            predicates: Vec::new(),
+        }
     }
 }
 
 impl Subscription {
-    /// Subscribe to `probe` (as `wasmtap list` prints it) with no kernel filter.
+    /// Subscribe to `probe` (as `wasmtap list` prints it) with no kernel filter and no
+    /// stacks. Timers are probes too: `interval:ms:500`, `interval:s:1`, `begin`, `end`
+    /// call [`Plugin::on_tick`](crate::Plugin::on_tick) with this subscription's index.
     pub fn new(probe: &str) -> Self {
-        Subscription { probe: probe.to_string(), filter: Filter::default() }
+        Subscription { probe: probe.to_string(), filter: Filter::default(), stacks: StackMode::empty(), optional: false }
     }
 
-    /// The same subscription with `filter` pushed into the kernel.
+    /// The same subscription with `filter` pushed into the kernel, replacing any
+    /// filter built so far.
     pub fn with_filter(self, filter: Filter) -> Self {
         Subscription { filter, ..self }
+    }
+
+    /// Also match process `pid` (a tgid). Calls add up: any listed process matches.
+    pub fn pid(mut self, pid: u32) -> Self {
+        self.filter.pids.push(pid);
+        self
+    }
+
+    /// Also match tasks of real user id `uid`. Calls add up: any listed uid matches.
+    pub fn uid(mut self, uid: u32) -> Self {
+        self.filter.uids.push(uid);
+        self
+    }
+
+    /// Also match tasks named `comm` (at most 15 bytes, as the kernel keeps it). Calls
+    /// add up: any listed name matches.
+    pub fn comm(mut self, comm: &str) -> Self {
+        self.filter.comms.push(comm.to_string());
+        self
+    }
+
+    /// Also match tasks in cgroup v2 directory `path` or below it (absolute, or
+    /// relative to the cgroup2 mount). Calls add up: any listed cgroup matches.
+    pub fn cgroup(mut self, path: &str) -> Self {
+        self.filter.cgroups.push(path.to_string());
+        self
+    }
+
+    /// Require `field OP value` of the probe's numeric field `field` (a tracepoint field
+    /// by its tracefs name, `arg0`.., `ret`, `retval`, `addr`; see `wit/plugin.wit`).
+    /// Calls add up: every predicate must hold. The first four run in the kernel.
+    ///
+    /// ```
+    /// use wasmtap_sdk::{CmpOp, Subscription};
+    /// // SIGKILLs only, decided before the event leaves the kernel.
+    /// let kills = Subscription::new("tracepoint:signal:signal_generate").when("sig", CmpOp::Eq, 9);
+    /// assert_eq!(kills.filter.predicates.len(), 1);
+    /// ```
+    pub fn when(mut self, field: &str, op: CmpOp, value: i64) -> Self {
+        self.filter.predicates.push(Predicate { field: field.to_string(), op, value });
+        self
+    }
+
+    /// Record these stacks with each event: `StackMode::KERNEL`, `StackMode::USER`, or
+    /// both (`StackMode::KERNEL | StackMode::USER`). Read them with
+    /// [`Event::stacks`](crate::Event::stacks) or [`Event::stack`](crate::Event::stack).
+    pub fn stacks(self, stacks: StackMode) -> Self {
+        Subscription { stacks, ..self }
+    }
+
+    /// If this kernel or binary lacks the probe, skip it with a warning instead of
+    /// refusing to start.
+    pub fn optional(self) -> Self {
+        Subscription { optional: true, ..self }
     }
 }
 
@@ -68,20 +135,16 @@ impl TableSpec {
 }
 
 impl Plan {
-    /// Trace these probes; no tables, no ticks.
+    /// Trace these probes; no tables. A subscription's index in the list is what
+    /// [`Event::sub`](crate::Event::sub) and `on_tick`'s `sub` report.
     pub fn new(subscriptions: Vec<Subscription>) -> Self {
-        Plan { subscriptions, tables: Vec::new(), tick_ms: None }
+        Plan { subscriptions, tables: Vec::new() }
     }
 
     /// Declare a table; its index in `tables` is the `table` argument of `Output::row`.
     pub fn with_table(mut self, table: TableSpec) -> Self {
         self.tables.push(table);
         self
-    }
-
-    /// Call `on_tick` every `ms` milliseconds; 0 means never.
-    pub fn with_tick_ms(self, ms: u32) -> Self {
-        Plan { tick_ms: (ms > 0).then_some(ms), ..self }
     }
 }
 
@@ -118,5 +181,60 @@ impl From<&str> for Value {
 impl From<std::borrow::Cow<'_, str>> for Value {
     fn from(v: std::borrow::Cow<'_, str>) -> Value {
         Value::Text(v.into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscription_builders_fill_the_wit_filter() {
+        let sub = Subscription::new("tracepoint:signal:signal_generate")
+            .pid(10)
+            .pid(11)
+            .uid(1000)
+            .comm("bash")
+            .cgroup("/system.slice")
+            .when("sig", CmpOp::Eq, 9)
+            .when("errno", CmpOp::MaskNone, 0xff)
+            .stacks(StackMode::KERNEL | StackMode::USER)
+            .optional();
+        let want = Subscription {
+            probe: "tracepoint:signal:signal_generate".into(),
+            filter: Filter {
+                syscalls: vec![],
+                uids: vec![1000],
+                comms: vec!["bash".into()],
+                pids: vec![10, 11],
+                cgroups: vec!["/system.slice".into()],
+                predicates: vec![
+                    Predicate { field: "sig".into(), op: CmpOp::Eq, value: 9 },
+                    Predicate { field: "errno".into(), op: CmpOp::MaskNone, value: 0xff },
+                ],
+            },
+            stacks: StackMode::KERNEL | StackMode::USER,
+            optional: true,
+        };
+        assert_eq!(sub, want);
+    }
+
+    #[test]
+    fn a_new_subscription_asks_for_nothing_extra() {
+        let sub = Subscription::new("interval:ms:500");
+        assert_eq!(sub.filter, Filter::default());
+        assert_eq!(sub.stacks, StackMode::empty());
+        assert!(!sub.optional);
+        let filtered = Subscription::new("syscall:openat:entry").uid(1).with_filter(Filter::default()).pid(3);
+        assert_eq!(filtered.filter, Filter { pids: vec![3], ..Filter::default() });
+    }
+
+    #[test]
+    fn plans_list_subscriptions_and_tables_in_order() {
+        let plan = Plan::new(vec![Subscription::new("proc:exec"), Subscription::new("interval:s:1")])
+            .with_table(TableSpec::new("t", vec![Column::new("PID", ColumnKind::Integer, 7)]));
+        let probes: Vec<_> = plan.subscriptions.iter().map(|s| s.probe.as_str()).collect();
+        assert_eq!(probes, ["proc:exec", "interval:s:1"]);
+        assert_eq!(plan.tables[0].columns[0].name, "PID");
     }
 }

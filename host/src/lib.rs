@@ -12,4 +12,5 @@ pub mod output;
 pub mod pipeline;
 pub mod plugin;
 pub mod sandbox;
+pub mod symbolize;
 pub mod sys;

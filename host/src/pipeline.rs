@@ -13,6 +13,7 @@ use crate::collect::live::{ChunkReceiver, Live};
 use crate::collect::recording::{self, Reader, RecordingError, Writer};
 use crate::collect::KernelCounters;
 use crate::output::Output;
+use crate::plugin::symbols;
 use crate::plugin::{PluginSet, PluginStats};
 use crate::sandbox::Clock;
 use crate::sys::GatedChild;
@@ -44,6 +45,8 @@ pub struct LiveOptions {
     pub duration: Option<Duration>,
     pub child: Option<GatedChild>,
     pub record: Option<Writer>,
+    /// The live symbolizer, shown each process whose stacks pass by.
+    pub symbols: Option<symbols::Live>,
 }
 
 /// Run plugins over live events until Ctrl-C, the duration, or the `-c` command's exit.
@@ -58,6 +61,8 @@ pub fn run_live(
     let started = Instant::now();
     let mut stopping = false;
     let mut command_status = None;
+    let mut addresses = opts.record.as_ref().map(|_| symbols::Addresses::default());
+    plugins.begin(clock.mono_ns(), out, &clock);
     if let Some(child) = opts.child.as_mut() {
         if let Err(e) = child.release() {
             out.diag(&format!("cannot start the command: {e}"));
@@ -66,8 +71,14 @@ pub fn run_live(
     loop {
         match rx.recv_timeout(Duration::from_millis(5)) {
             Ok(chunk) => {
+                if let Some(sym) = &opts.symbols {
+                    sym.observe(&chunk.bytes);
+                }
                 if let Some(w) = opts.record.as_mut() {
                     w.chunk(&chunk)?;
+                }
+                if let Some(a) = addresses.as_mut() {
+                    a.add(&chunk.bytes);
                 }
                 plugins.dispatch(&chunk.bytes, out, &clock);
             }
@@ -101,7 +112,11 @@ pub fn run_live(
     plugins.finish(out, &clock);
     let kernel = live.counters();
     if let Some(w) = opts.record.take() {
-        w.finish(&recording::Trailer { ended_mono_ns: clock.mono_ns(), counters: kernel.clone() })?;
+        let symbols = match (&opts.symbols, &addresses) {
+            (Some(sym), Some(a)) => sym.table(a),
+            _ => Vec::new(),
+        };
+        w.finish(&recording::Trailer { ended_mono_ns: clock.mono_ns(), counters: kernel.clone(), symbols })?;
     }
     Ok(Accounting { kernel, plugins: plugins.stats(), command_status })
 }
@@ -112,6 +127,7 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
     let base =
         Clock { fixed_mono_ns: Some(reader.header.started_mono_ns), wall_offset_ns: reader.header.wall_offset_ns };
     let mut now = reader.header.started_mono_ns;
+    plugins.begin(now, out, &base);
     plugins.tick(now, out, &base);
     while let Some(chunk) = reader.next_chunk()? {
         if let Some(first) = wasmtap_abi::Records::new(&chunk.bytes).next() {

@@ -140,3 +140,95 @@ fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
+
+/// A perf event with a BPF program attached through a BPF link carrying a cookie.
+/// Dropping it detaches the program.
+pub struct PerfLink {
+    _perf: std::os::fd::OwnedFd,
+    _link: std::os::fd::OwnedFd,
+}
+
+/// `perf_event_open` for every process, on CPU 0 (tracepoints and uprobes fire on any
+/// CPU for BPF), with the given `type`, `config`, `config1` and `config2`.
+fn perf_open(kind: u32, config: u64, config1: u64, config2: u64) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // struct perf_event_attr (PERF_ATTR_SIZE_VER7, 128 bytes), as u64 words.
+    let mut attr = [0u64; 16];
+    attr[0] = kind as u64 | (128u64 << 32); // type, size
+    attr[1] = config;
+    attr[2] = 1; // sample_period
+    attr[7] = config1;
+    attr[8] = config2;
+    // SAFETY: attr is a zero-initialized perf_event_attr of the declared size; any
+    // pointer in config1 is kept alive by the caller for the call. perf_event_open reads
+    // the attr and returns a new fd or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            -1 as libc::pid_t,
+            0,
+            -1,
+            8 /* PERF_FLAG_FD_CLOEXEC */ as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh file descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Attach BPF program `prog_fd` to a perf event through a BPF link with `cookie`
+/// (what `bpf_get_attach_cookie` returns in the program).
+fn link_perf(prog_fd: std::os::fd::BorrowedFd<'_>, perf: std::os::fd::OwnedFd, cookie: u64) -> io::Result<PerfLink> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // union bpf_attr, link_create: prog_fd, target_fd, attach_type (BPF_PERF_EVENT = 41),
+    // flags, then perf_event.bpf_cookie.
+    let mut attr = [0u32; 16];
+    attr[0] = prog_fd.as_raw_fd() as u32;
+    attr[1] = perf.as_raw_fd() as u32;
+    attr[2] = 41;
+    attr[4] = cookie as u32;
+    attr[5] = (cookie >> 32) as u32;
+    // SAFETY: attr is a zero-initialized bpf_attr prefix of the size passed; the kernel
+    // reads it and returns a new link fd or -1.
+    let link = unsafe {
+        libc::syscall(libc::SYS_bpf, 28 /* BPF_LINK_CREATE */, attr.as_ptr(), std::mem::size_of_val(&attr))
+    };
+    if link < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let link = unsafe { OwnedFd::from_raw_fd(link as i32) };
+    Ok(PerfLink { _perf: perf, _link: link })
+}
+
+/// Attach `prog_fd` to the tracepoint with tracefs id `id`, with cookie `id`.
+pub fn attach_tracepoint(id: u32, prog_fd: std::os::fd::BorrowedFd<'_>) -> io::Result<PerfLink> {
+    let perf = perf_open(2 /* PERF_TYPE_TRACEPOINT */, id as u64, 0, 0)?;
+    link_perf(prog_fd, perf, id as u64)
+}
+
+/// Open a uprobe (or uretprobe) on `path` at file offset `offset` for every process,
+/// with the kernel maintaining the USDT semaphore at `ref_ctr_offset` (0: none), and
+/// attach `prog_fd` with `cookie`. aya 0.14 cannot pass `ref_ctr_offset`, hence this.
+pub fn attach_uprobe(
+    path: &Path,
+    offset: u64,
+    ref_ctr_offset: u64,
+    retprobe: bool,
+    prog_fd: std::os::fd::BorrowedFd<'_>,
+    cookie: u64,
+) -> io::Result<PerfLink> {
+    let pmu_type: u32 = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type")?
+        .trim()
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad uprobe PMU type"))?;
+    let path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    // config: ref_ctr_offset in bits 32-63, retprobe in bit 0 (the PMU's format files).
+    let config = (ref_ctr_offset << 32) | u64::from(retprobe);
+    let perf = perf_open(pmu_type, config, path.as_ptr() as u64, offset)?;
+    link_perf(prog_fd, perf, cookie)
+}

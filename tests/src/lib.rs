@@ -43,7 +43,7 @@ pub fn workload(name: &str) -> PathBuf {
     let fresh = out.metadata().and_then(|m| m.modified()).ok() >= src.metadata().and_then(|m| m.modified()).ok();
     if !fresh {
         let st = Command::new("cc")
-            .args(["-O2", "-fno-omit-frame-pointer", "-o"])
+            .args(["-O2", "-g", "-fno-omit-frame-pointer", "-o"])
             .arg(&out)
             .arg(&src)
             .status()

@@ -22,7 +22,7 @@ mod syscalls;
 pub use syscalls::SYSCALL_NAMES;
 
 /// Version of this layout; bumped on any incompatible change.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 /// Bytes in the common header (`struct wt_header`).
 pub const HEADER_SIZE: usize = 56;
 /// Bytes of a task command name.
@@ -42,11 +42,26 @@ pub enum Kind {
     Fork = 4,
     /// A task exit: [`exit`].
     Exit = 5,
+    /// Any tracepoint, with the kernel's raw entry: [`tracepoint`].
+    Tracepoint = 6,
+    /// A uprobe, uretprobe or USDT probe: [`user`].
+    User = 7,
+    /// A perf software event (cpu-clock sampling, page faults): [`sample`].
+    Sample = 8,
 }
 
 impl Kind {
     /// Every kind, in numeric order.
-    pub const ALL: [Kind; 5] = [Kind::SysEnter, Kind::SysExit, Kind::Exec, Kind::Fork, Kind::Exit];
+    pub const ALL: [Kind; 8] = [
+        Kind::SysEnter,
+        Kind::SysExit,
+        Kind::Exec,
+        Kind::Fork,
+        Kind::Exit,
+        Kind::Tracepoint,
+        Kind::User,
+        Kind::Sample,
+    ];
 
     /// The kind with this number, if any.
     pub fn from_u16(v: u16) -> Option<Kind> {
@@ -61,13 +76,23 @@ impl Kind {
             Kind::Exec => exec::ARGS,
             Kind::Fork => fork::SIZE,
             Kind::Exit => exit::SIZE,
+            Kind::Tracepoint => tracepoint::DATA,
+            Kind::User => user::SIZE,
+            Kind::Sample => sample::SIZE,
         }
+    }
+
+    /// Kinds whose records may end with a stack trailer ([`stack`]).
+    pub fn has_stacks(self) -> bool {
+        matches!(self, Kind::Tracepoint | Kind::User | Kind::Sample)
     }
 
     /// The largest valid record of this kind.
     pub fn max_size(self) -> usize {
         match self {
             Kind::Exec => exec::MAX_SIZE,
+            Kind::Tracepoint => tracepoint::DATA + tracepoint::DATA_MAX + stack::MAX_BYTES,
+            Kind::User | Kind::Sample => self.min_size() + stack::MAX_BYTES,
             k => k.min_size(),
         }
     }
@@ -165,6 +190,68 @@ pub mod exit {
     pub const FLAG_GROUP_DEAD: u16 = 1;
 }
 
+/// `struct wt_tracepoint` (variable size): any tracepoint, as the kernel wrote it.
+///
+/// `data` is the raw trace entry; its fields sit at the offsets the tracefs format file
+/// gives (the host hands plugins that schema, `host.schema`).
+pub mod tracepoint {
+    /// `u32` tracefs event id.
+    pub const EVENT_ID: usize = 56;
+    /// `u32` bytes of the entry kept in `data`.
+    pub const DATA_LEN: usize = 60;
+    /// The entry.
+    pub const DATA: usize = 64;
+    /// Largest entry kept.
+    pub const DATA_MAX: usize = 4032;
+    /// Header flag: the entry was cut at [`DATA_MAX`].
+    pub const FLAG_TRUNCATED: u16 = 1;
+}
+
+/// `struct wt_user`: a uprobe, uretprobe or USDT probe firing.
+pub mod user {
+    /// `u32` the host's index of the probe (for the plugin, `sub` is what matters).
+    pub const PROBE: usize = 56;
+    /// `u32` valid entries of `args`.
+    pub const NARGS: usize = 60;
+    /// `u64` the probed instruction's address in the process.
+    pub const IP: usize = 64;
+    /// `[u64; 12]` uprobe: the six integer argument registers (SysV ABI); uretprobe:
+    /// `args[0]` is the return value; USDT: the probe's arguments, evaluated.
+    pub const ARGS: usize = 72;
+    /// Entries of `args`.
+    pub const ARGS_MAX: usize = 12;
+    /// Record size without a stack.
+    pub const SIZE: usize = 168;
+    /// Header flag: a return probe.
+    pub const FLAG_RETURN: u16 = 1;
+}
+
+/// `struct wt_sample`: a perf software event (`profile:hz:N`, `software:*`).
+pub mod sample {
+    /// `u32` the perf software event (`PERF_COUNT_SW_*`).
+    pub const EVENT: usize = 56;
+    /// `u32` CPU.
+    pub const CPU: usize = 60;
+    /// `u64` page faults: the faulting address; otherwise 0.
+    pub const ADDR: usize = 64;
+    /// `u64` the interrupted instruction.
+    pub const IP: usize = 72;
+    /// Record size without a stack.
+    pub const SIZE: usize = 80;
+}
+
+/// The stack trailer: records of [`Kind::has_stacks`] kinds with [`stack::FLAG`] set end
+/// with kernel frames, then user frames (`u64` addresses, innermost first), then a `u16`
+/// kernel count, a `u16` user count and 4 reserved bytes.
+pub mod stack {
+    /// Header flag: the record ends with a stack trailer.
+    pub const FLAG: u16 = 0x8000;
+    /// Frames per stack, at most.
+    pub const MAX_FRAMES: usize = 127;
+    /// The largest trailer.
+    pub const MAX_BYTES: usize = 2 * MAX_FRAMES * 8 + 8;
+}
+
 /// Why a record is not acceptable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordError {
@@ -249,6 +336,27 @@ impl<'a> Record<'a> {
         let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
         &raw[..end]
     }
+    /// The kernel and user stacks of the stack trailer, if the record has one.
+    pub fn stacks(&self) -> Option<(Frames<'a>, Frames<'a>)> {
+        let kind = self.kind()?;
+        if self.flags() & stack::FLAG == 0 || !kind.has_stacks() {
+            return None;
+        }
+        let end = self.bytes.len().checked_sub(8)?;
+        let kernel = self.u16_at(end)? as usize;
+        let user = self.u16_at(end + 2)? as usize;
+        if kernel > stack::MAX_FRAMES || user > stack::MAX_FRAMES {
+            return None;
+        }
+        let start = end.checked_sub((kernel + user) * 8)?;
+        if start < kind.min_size() {
+            return None;
+        }
+        let k = self.slice(start, kernel * 8)?;
+        let u = self.slice(start + kernel * 8, user * 8)?;
+        Some((Frames { bytes: k }, Frames { bytes: u }))
+    }
+
     /// Bytes `[off, off + len)` if inside the record.
     pub fn slice(&self, off: usize, len: usize) -> Option<&'a [u8]> {
         self.bytes.get(off..off.checked_add(len)?)
@@ -272,6 +380,35 @@ impl<'a> Record<'a> {
     /// Little-endian `i64` at `off`.
     pub fn i64_at(&self, off: usize) -> Option<i64> {
         self.u64_at(off).map(|v| v as i64)
+    }
+}
+
+/// Instruction addresses of one stack, innermost first.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Frames<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Frames<'a> {
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+
+    /// True if there are none.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.len() < 8
+    }
+
+    /// The frame at `i`.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        let b = self.bytes.get(i * 8..i * 8 + 8)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+
+    /// The addresses, innermost first.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
+        self.bytes.chunks_exact(8).map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
     }
 }
 

@@ -3,7 +3,9 @@
 use anyhow::bail;
 
 use super::{Outcome, ReplayArgs};
+use crate::collect::probes::{self, ProbeSpec};
 use crate::collect::recording::Reader;
+use crate::collect::table::Source;
 use crate::output::Output;
 use crate::pipeline;
 use crate::sandbox::Sandbox;
@@ -20,18 +22,27 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
     let Some(reader) = reader else { bail!("wasmtap replay: name the recording to read") };
     let recorded = &reader.header.probes;
     for name in plugins.probe_names() {
-        if !recorded.contains(&name) {
-            let kind = crate::collect::probes::resolve(&name)?.kind;
-            let covered = recorded
-                .iter()
-                .filter_map(|p| crate::collect::probes::resolve(p).ok())
-                .any(|p| p.kind == kind && p.syscall.is_none());
-            if !covered {
-                bail!("the recording has no events for probe `{name}` (it recorded: {})", recorded.join(", "));
-            }
+        let Ok(spec) = probes::parse(&name) else { continue };
+        if recorded.contains(&name) || spec.kind().is_none() {
+            continue;
+        }
+        // A raw syscall recording holds every syscall; other probes must have been recorded.
+        let raw = |kind| ProbeSpec::Syscall { kind, nr: None };
+        let covered = matches!(spec, ProbeSpec::Syscall { kind, .. }
+            if recorded.iter().any(|p| probes::parse(p).ok() == Some(raw(kind))));
+        if !covered {
+            bail!("the recording has no events for probe `{name}` (it recorded: {})", recorded.join(", "));
         }
     }
+    let table = reader.header.table.clone();
+    if let Ok(trailer) = reader.peek_trailer() {
+        sandbox.set_symbols(Box::new(crate::plugin::symbols::Table::new(&trailer.symbols)));
+    }
+    plugins.resolve(&Source::Recorded(&table))?;
     let mut out = Output::stdio(args.format);
+    for w in plugins.warnings() {
+        out.diag(&w);
+    }
     out.attached(plugins.probe_names().len(), false);
     for r in &plugins.runners {
         for t in r.tables() {

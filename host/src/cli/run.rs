@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use super::{Outcome, PluginArgs, RecordArgs, RunArgs, TraceArgs};
 use crate::collect::live::{KernelFilter, Live, LiveConfig};
 use crate::collect::recording::{Header, Writer};
+use crate::collect::table::Source;
 use crate::output::{Format, Output};
 use crate::pipeline::{self, LiveOptions};
 use crate::plugin::{self, params, PluginSet, Runner};
@@ -48,14 +49,17 @@ fn trace(
             bail!("no process with pid {pid}");
         }
     }
+    plugins.resolve(&Source::Live)?;
+    let agreed = plugins.kernel_filter();
     let targets = match &child {
         Some(c) => Some(vec![c.pid()]),
         None if !trace.pids.is_empty() => Some(trace.pids.clone()),
-        None => None,
+        None => agreed.targets.clone(),
     };
     let config = LiveConfig {
         kinds: plugins.kinds(),
-        filter: KernelFilter { targets, follow_children: child.is_some(), ..plugins.kernel_filter() },
+        filter: KernelFilter { targets, follow_children: child.is_some(), ..agreed },
+        table: plugins.table.clone(),
     };
     let (live, rx) = Live::start(&config)?;
     let writer = match record_to {
@@ -63,6 +67,9 @@ fn trace(
         None => None,
     };
     let mut out = Output::stdio(format);
+    for w in plugins.warnings() {
+        out.diag(&w);
+    }
     out.attached(plugins.probe_names().len(), true);
     for r in &plugins.runners {
         for t in r.tables() {
@@ -73,7 +80,10 @@ fn trace(
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
-    let opts = LiveOptions { stop, duration: trace.duration, child: child.take(), record: writer };
+    let symbols = crate::plugin::symbols::Live::start().context("cannot start the symbolizer thread")?;
+    sandbox.set_symbols(Box::new(symbols.clone()));
+    let opts =
+        LiveOptions { stop, duration: trace.duration, child: child.take(), record: writer, symbols: Some(symbols) };
     let accounting = pipeline::run_live(&mut plugins, live, rx, opts, &mut out)?;
     out.accounting(&accounting, common.stats);
     out.flush();
@@ -88,6 +98,7 @@ fn recording_header(plugins: &PluginSet) -> Header {
         wall_offset_ns: clock.wall_offset_ns,
         started_mono_ns: crate::sys::monotonic_ns(),
         probes: plugins.probe_names(),
+        table: plugins.table.clone(),
         hostname: read("/proc/sys/kernel/hostname"),
         kernel: read("/proc/sys/kernel/osrelease"),
     }
@@ -118,7 +129,7 @@ pub(super) fn start_plugins(
         let ps = params::resolve(&d.info.name, &d.info.params, &common.params)?;
         runners.push(Runner::start(d, &ps)?);
     }
-    Ok(Some(PluginSet { runners }))
+    Ok(Some(PluginSet::new(runners)))
 }
 
 fn print_help(verb: &str, described: &[plugin::Described]) {

@@ -12,19 +12,28 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use std::os::fd::AsFd;
+
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::{BtfTracePoint, TracePoint};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::{BtfTracePoint, PerfEvent, TracePoint, UProbe};
 use aya::{Btf, Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
 use super::probes::{collector_of, Collector};
+use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::{Chunk, KernelCounters, KindCounters};
 
 static SYSCALLS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
 static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/proc.bpf.o"));
+static TRACEPOINT_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracepoint.bpf.o"));
+static USER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/user.bpf.o"));
+static PERF_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/perf.bpf.o"));
 
-/// Ring buffer per collector: ~600 k syscall records, 200 ms of a full-speed storm.
+/// Ring buffer of the syscall collector: ~600 k syscall records, 200 ms of a full-speed storm.
 const RING_BYTES: u32 = 64 << 20;
+/// Ring buffer of the other collectors.
+const SMALL_RING_BYTES: u32 = 16 << 20;
 /// Records per chunk handed to the pipeline (bytes).
 const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of records buffered between the drain thread and the pipeline, so that a plugin
@@ -57,6 +66,8 @@ pub struct KernelFilter {
     pub follow_children: bool,
     pub uids: Option<Vec<u32>>,
     pub comms: Option<Vec<String>>,
+    /// cgroup ids with their levels: tasks in them or below them.
+    pub cgroups: Option<Vec<(u64, u32)>>,
     pub syscalls: Option<Vec<u32>>,
 }
 
@@ -65,11 +76,15 @@ pub struct KernelFilter {
 pub struct LiveConfig {
     pub kinds: BTreeSet<Kind>,
     pub filter: KernelFilter,
+    /// Tracepoints, uprobes and perf events to attach, with their per-probe settings.
+    pub table: ProbeTable,
 }
 
 /// Running collectors and their drain thread.
 pub struct Live {
     objects: Vec<(Collector, Ebpf)>,
+    /// Tracepoint, uprobe and USDT attachments (detached when dropped).
+    _links: Vec<crate::sys::PerfLink>,
     stop: Arc<AtomicBool>,
     drain: Option<JoinHandle<()>>,
     pipeline_drops: Arc<AtomicU64>,
@@ -90,10 +105,11 @@ impl Live {
         })?;
         let mut objects = Vec::new();
         let mut rings = Vec::new();
+        let mut user_links = Vec::new();
         for c in collectors {
             let mut obj = load(c, config)?;
-            configure(c, &mut obj, &config.filter)?;
-            attach(c, &mut obj, config, &btf)?;
+            configure(c, &mut obj, config)?;
+            attach(c, &mut obj, config, &btf, &mut user_links)?;
             let ring = obj.take_map("EVENTS").ok_or(CollectError::Map {
                 collector: c,
                 map: "EVENTS",
@@ -122,7 +138,7 @@ impl Live {
             .name("wasmtap-ring".into())
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
-        Ok((Live { objects, stop, drain: Some(drain), pipeline_drops, malformed }, ChunkReceiver { rx, in_flight }))
+        Ok((Live { objects, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed }, ChunkReceiver { rx, in_flight }))
     }
 
     /// Add a process to the target set of every collector (for `-c`, before it execs).
@@ -191,11 +207,17 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
     let uids = flag(f.uids.is_some());
     let comms = flag(f.comms.is_some());
     let syscalls = flag(f.syscalls.is_some());
+    let args = flag(!config.table.syscall_preds.is_empty());
+    let cgroups = flag(f.cgroups.is_some());
+    let levels = f.cgroups.iter().flatten().map(|(_, level)| *level).max().unwrap_or(0);
     let emit_fork = flag(config.kinds.contains(&Kind::Fork));
     let emit_exit = flag(config.kinds.contains(&Kind::Exit));
     let mut loader = EbpfLoader::new();
+    let ring = if c == Collector::Syscalls { RING_BYTES } else { SMALL_RING_BYTES };
     loader
-        .map_max_entries("EVENTS", RING_BYTES)
+        .map_max_entries("EVENTS", ring)
+        .override_global("cfg_filter_cgroups", &cgroups, true)
+        .override_global("cfg_cgroup_levels", &levels, true)
         .override_global("cfg_self_tgid", &self_tgid, true)
         .override_global("cfg_filter_targets", &targets, true)
         .override_global("cfg_follow_children", &follow, true)
@@ -203,7 +225,11 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
         .override_global("cfg_filter_comms", &comms, true);
     let bytes = match c {
         Collector::Syscalls => {
-            loader.override_global("cfg_filter_syscalls", &syscalls, true);
+            loader.override_global("cfg_filter_syscalls", &syscalls, true).override_global(
+                "cfg_filter_args",
+                &args,
+                true,
+            );
             SYSCALLS_OBJ
         }
         Collector::Proc => {
@@ -214,6 +240,9 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
             );
             PROC_OBJ
         }
+        Collector::Tracepoint => TRACEPOINT_OBJ,
+        Collector::User => USER_OBJ,
+        Collector::Perf => PERF_OBJ,
     };
     loader.load(bytes).map_err(|e| CollectError::Load { collector: c, reason: format!("{e:#}") })
 }
@@ -222,7 +251,9 @@ fn map_of<'a>(c: Collector, obj: &'a mut Ebpf, map: &'static str) -> Result<&'a 
     obj.map_mut(map).ok_or(CollectError::Map { collector: c, map, reason: "missing".into() })
 }
 
-fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter) -> Result<(), CollectError> {
+fn configure(c: Collector, obj: &mut Ebpf, config: &LiveConfig) -> Result<(), CollectError> {
+    let f = &config.filter;
+    let table = &config.table;
     let map_err = |map: &'static str| {
         move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
     };
@@ -244,13 +275,97 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter) -> Result<(), Colle
             m.insert(comm_key(comm), 1, 0).map_err(map_err("COMMS"))?;
         }
     }
+    if let Some(cgroups) = &f.cgroups {
+        let mut m: HashMap<_, u64, u8> = HashMap::try_from(map_of(c, obj, "CGROUPS")?).map_err(map_err("CGROUPS"))?;
+        for (id, _) in cgroups {
+            m.insert(id, 1, 0).map_err(map_err("CGROUPS"))?;
+        }
+    }
     if let (Collector::Syscalls, Some(nrs)) = (c, &f.syscalls) {
         let mut m: Array<_, u8> = Array::try_from(map_of(c, obj, "SYSCALLS")?).map_err(map_err("SYSCALLS"))?;
         for nr in nrs {
             m.set(*nr, 1, 0).map_err(map_err("SYSCALLS"))?;
         }
     }
+    match c {
+        Collector::Syscalls if !table.syscall_preds.is_empty() => {
+            let mut m: Array<_, [u8; PREDS_BYTES]> =
+                Array::try_from(map_of(c, obj, "ARG_PREDS")?).map_err(map_err("ARG_PREDS"))?;
+            for (key, preds) in &table.syscall_preds {
+                m.set(*key, preds_bytes(preds), 0).map_err(map_err("ARG_PREDS"))?;
+            }
+        }
+        Collector::Tracepoint => {
+            let mut m: HashMap<_, u32, [u8; 80]> =
+                HashMap::try_from(map_of(c, obj, "TP_CONFIG")?).map_err(map_err("TP_CONFIG"))?;
+            for tp in &table.tracepoints {
+                let mut v = [0u8; 80];
+                let fmt = &tp.format;
+                v[0..2].copy_from_slice(&(fmt.fixed_size().min(u16::MAX as u32) as u16).to_le_bytes());
+                let dynamic: Vec<&super::tracefs::Field> = fmt.dynamic_fields().take(4).collect();
+                v[2] = dynamic.len() as u8;
+                v[3] = tp.stacks;
+                for (i, f) in dynamic.iter().enumerate() {
+                    let off = f.offset as u16 | if f.relative { 0x8000 } else { 0 };
+                    v[4 + 2 * i..6 + 2 * i].copy_from_slice(&off.to_le_bytes());
+                }
+                v[16..80].copy_from_slice(&preds_bytes(&tp.preds));
+                m.insert(fmt.id, v, 0).map_err(map_err("TP_CONFIG"))?;
+            }
+        }
+        Collector::User => {
+            let mut m: Array<_, [u8; 264]> =
+                Array::try_from(map_of(c, obj, "USER_CONFIG")?).map_err(map_err("USER_CONFIG"))?;
+            for (slot, u) in table.user.iter().enumerate() {
+                let mut v = [0u8; 264];
+                v[0] = match (&u.usdt, u.ret) {
+                    (Some(_), _) => 3,
+                    (None, true) => 2,
+                    (None, false) => 1,
+                };
+                v[1] = u.usdt.as_ref().map_or(0, |a| a.len().min(wasmtap_abi::user::ARGS_MAX)) as u8;
+                v[2] = u.stacks;
+                for (i, a) in u.usdt.iter().flatten().take(wasmtap_abi::user::ARGS_MAX).enumerate() {
+                    let o = 8 + 16 * i;
+                    v[o] = a.loc;
+                    v[o + 1] = a.size;
+                    v[o + 2] = u8::from(a.signed);
+                    v[o + 4..o + 6].copy_from_slice(&a.reg_off.to_le_bytes());
+                    v[o + 8..o + 16].copy_from_slice(&a.value.to_le_bytes());
+                }
+                v[200..264].copy_from_slice(&preds_bytes(&u.preds));
+                m.set(slot as u32, v, 0).map_err(map_err("USER_CONFIG"))?;
+            }
+        }
+        Collector::Perf => {
+            let mut m: Array<_, [u8; 72]> =
+                Array::try_from(map_of(c, obj, "PERF_CONFIG")?).map_err(map_err("PERF_CONFIG"))?;
+            for p in &table.perf {
+                let mut v = [0u8; 72];
+                v[0] = p.stacks;
+                v[8..72].copy_from_slice(&preds_bytes(&p.preds));
+                m.set(p.event, v, 0).map_err(map_err("PERF_CONFIG"))?;
+            }
+        }
+        _ => {}
+    }
     Ok(())
+}
+
+/// `struct wt_preds`: four `struct wt_pred` of 16 bytes; op 0 ends the list.
+const PREDS_BYTES: usize = 16 * KERNEL_PREDS_MAX;
+
+fn preds_bytes(preds: &[Pred]) -> [u8; PREDS_BYTES] {
+    let mut v = [0u8; PREDS_BYTES];
+    for (i, p) in preds.iter().take(KERNEL_PREDS_MAX).enumerate() {
+        let o = 16 * i;
+        v[o..o + 2].copy_from_slice(&p.off.to_le_bytes());
+        v[o + 2] = p.size;
+        v[o + 3] = u8::from(p.signed);
+        v[o + 4] = p.op as u8;
+        v[o + 8..o + 16].copy_from_slice(&p.value.to_le_bytes());
+    }
+    v
 }
 
 /// A comm as the kernel stores it: at most 15 bytes, NUL-padded.
@@ -261,9 +376,88 @@ pub fn comm_key(comm: &str) -> [u8; 16] {
     key
 }
 
-fn attach(c: Collector, obj: &mut Ebpf, config: &LiveConfig, btf: &Btf) -> Result<(), CollectError> {
+fn attach(
+    c: Collector,
+    obj: &mut Ebpf,
+    config: &LiveConfig,
+    btf: &Btf,
+    user_links: &mut Vec<crate::sys::PerfLink>,
+) -> Result<(), CollectError> {
     let kinds = &config.kinds;
     let tracking = config.filter.targets.is_some();
+    let prefix = match c {
+        Collector::Tracepoint => Some("wt_tracepoint"),
+        Collector::User => Some("wt_user"),
+        Collector::Perf => Some("wt_perf"),
+        _ => None,
+    };
+    if let Some(prefix) = prefix {
+        if tracking && config.filter.follow_children {
+            attach_btf(obj, &format!("{prefix}_track_fork"), "sched_process_fork", btf)?;
+        }
+        if tracking {
+            attach_btf(obj, &format!("{prefix}_untrack_exit"), "sched_process_exit", btf)?;
+        }
+    }
+    match c {
+        Collector::Tracepoint => {
+            let what = "the tracepoint collector (wt_tracepoint)";
+            let p: &mut TracePoint = program(obj, "wt_tracepoint", what)?;
+            p.load().map_err(|e| attach_error(what, verifier_error(&e)))?;
+            let fd = p.fd().map_err(|e| attach_error(what, e))?;
+            for tp in &config.table.tracepoints {
+                let (cat, name) = (&tp.format.category, &tp.format.name);
+                let link = crate::sys::attach_tracepoint(tp.format.id, fd.as_fd())
+                    .map_err(|e| attach_error(&format!("tracepoint:{cat}:{name}"), e))?;
+                user_links.push(link);
+            }
+        }
+        Collector::User => {
+            for (slot, u) in config.table.user.iter().enumerate() {
+                let prog = if u.ret { "wt_uretprobe" } else { "wt_uprobe" };
+                let what = format!("{} ({}, offset {:#x})", u.probe, u.path.display(), u.offset);
+                let p: &mut UProbe = program(obj, prog, &what)?;
+                if p.fd().is_err() {
+                    p.load().map_err(|e| attach_error(&what, verifier_error(&e)))?;
+                }
+                let fd = p.fd().map_err(|e| attach_error(&what, e))?;
+                let link = crate::sys::attach_uprobe(
+                    &u.path,
+                    u.offset,
+                    u.semaphore.unwrap_or(0),
+                    u.ret,
+                    fd.as_fd(),
+                    slot as u64,
+                )
+                .map_err(|e| attach_error(&what, e))?;
+                user_links.push(link);
+            }
+        }
+        Collector::Perf => {
+            let cpus = aya::util::online_cpus()
+                .map_err(|(what, e)| attach_error("perf events", format!("cannot list CPUs ({what}): {e}")))?;
+            for p in &config.table.perf {
+                let what = format!("software:{}", p.name);
+                let event = software_event(p.event).ok_or_else(|| attach_error(&what, "unknown software event"))?;
+                let prog: &mut PerfEvent = program(obj, &format!("wt_perf_{}", p.event), &what)?;
+                prog.load().map_err(|e| attach_error(&what, verifier_error(&e)))?;
+                let policy = match p.freq {
+                    Some(hz) => SamplePolicy::Frequency(hz),
+                    None => SamplePolicy::Period(p.period),
+                };
+                for cpu in &cpus {
+                    prog.attach(
+                        PerfEventConfig::Software(event),
+                        PerfEventScope::AllProcessesOneCpu { cpu: *cpu },
+                        policy.clone(),
+                        false,
+                    )
+                    .map_err(|e| attach_error(&format!("{what} on CPU {cpu}"), e))?;
+                }
+            }
+        }
+        _ => {}
+    }
     match c {
         Collector::Syscalls => {
             if kinds.contains(&Kind::SysEnter) {
@@ -293,8 +487,29 @@ fn attach(c: Collector, obj: &mut Ebpf, config: &LiveConfig, btf: &Btf) -> Resul
                 attach_btf(obj, "wt_exit", "sched_process_exit", btf)?;
             }
         }
+        _ => {}
     }
     Ok(())
+}
+
+fn software_event(config: u32) -> Option<SoftwareEvent> {
+    use SoftwareEvent::*;
+    [
+        CpuClock,
+        TaskClock,
+        PageFaults,
+        ContextSwitches,
+        CpuMigrations,
+        PageFaultsMin,
+        PageFaultsMaj,
+        AlignmentFaults,
+        EmulationFaults,
+        Dummy,
+        BpfOutput,
+        CgroupSwitches,
+    ]
+    .into_iter()
+    .find(|e| *e as u32 == config)
 }
 
 fn attach_btf(obj: &mut Ebpf, prog: &str, event: &str, btf: &Btf) -> Result<(), CollectError> {

@@ -1,9 +1,12 @@
 //! Where events come from: the live collectors (the only code that touches aya/BPF)
 //! or a recording. Both yield [`Chunk`]s of records in the `wasmtap-abi` layout.
 
+pub mod cgroup;
+pub mod elf;
 pub mod live;
 pub mod probes;
 pub mod recording;
+pub mod table;
 pub mod tracefs;
 
 use std::collections::BTreeMap;
@@ -61,6 +64,9 @@ pub fn kind_name(kind: Kind) -> &'static str {
         Kind::Exec => "exec",
         Kind::Fork => "fork",
         Kind::Exit => "exit",
+        Kind::Tracepoint => "tracepoint",
+        Kind::User => "user",
+        Kind::Sample => "sample",
     }
 }
 

@@ -21,7 +21,7 @@ const MAGIC: &[u8; 12] = b"WASMTAP-REC\n";
 const VERSION: u32 = 1;
 const TAG_CHUNK: u8 = 1;
 const TAG_TRAILER: u8 = 2;
-const MAX_JSON: u32 = 1 << 20;
+const MAX_JSON: u32 = 64 << 20;
 const MAX_CHUNK: u32 = 64 << 20;
 
 /// Facts about the recorded run.
@@ -33,6 +33,9 @@ pub struct Header {
     pub started_mono_ns: u64,
     /// Probes subscribed when recording.
     pub probes: Vec<String>,
+    /// How they were resolved: tracepoint formats, uprobe sites, argument names.
+    #[serde(default)]
+    pub table: super::table::ProbeTable,
     pub hostname: String,
     pub kernel: String,
 }
@@ -42,6 +45,18 @@ pub struct Header {
 pub struct Trailer {
     pub ended_mono_ns: u64,
     pub counters: KernelCounters,
+    /// Every address of a recorded stack, symbolized while the processes ran.
+    #[serde(default)]
+    pub symbols: Vec<SymbolEntry>,
+}
+
+/// One symbolized address of a recording's stacks.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SymbolEntry {
+    /// The process (0 for kernel addresses).
+    pub pid: u32,
+    pub kernel: bool,
+    pub frame: crate::symbolize::Frame,
 }
 
 /// Why a recording could not be read or written.
@@ -185,6 +200,30 @@ impl Reader {
         }
     }
 
+    /// Read the trailer without consuming the chunks: skips frame by frame from the
+    /// current position in a second handle. Errors like `next_chunk` would.
+    pub fn peek_trailer(&self) -> Result<Trailer, RecordingError> {
+        use std::io::{Seek, SeekFrom};
+        let mut f = File::open(&self.path).map_err(|source| RecordingError::Open { path: self.path.clone(), source })?;
+        let mut at = self.offset;
+        let corrupt = |offset, reason: String| RecordingError::Corrupt { path: self.path.clone(), offset, reason };
+        loop {
+            f.seek(SeekFrom::Start(at)).map_err(|e| corrupt(at, e.to_string()))?;
+            let mut head = [0u8; 5];
+            f.read_exact(&mut head).map_err(|_| corrupt(at, "file ends without a trailer (recording cut short?)".into()))?;
+            let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
+            match head[0] {
+                TAG_CHUNK if len <= MAX_CHUNK => at += 5 + len as u64,
+                TAG_TRAILER if len <= MAX_JSON => {
+                    let mut json = vec![0u8; len as usize];
+                    f.read_exact(&mut json).map_err(|_| corrupt(at + 5, "trailer cut short".into()))?;
+                    return serde_json::from_slice(&json).map_err(|e| corrupt(at + 5, format!("bad trailer: {e}")));
+                }
+                t => return Err(corrupt(at, format!("bad frame (tag {t}, {len} bytes)"))),
+            }
+        }
+    }
+
     /// The trailer, once `next_chunk` has returned `None`.
     pub fn trailer(&self) -> Option<&Trailer> {
         self.trailer.as_ref()
@@ -235,6 +274,7 @@ mod tests {
             wall_offset_ns: 5,
             started_mono_ns: 7,
             probes: vec!["proc:exec".into()],
+            table: Default::default(),
             hostname: "h".into(),
             kernel: "k".into(),
         }
@@ -253,7 +293,7 @@ mod tests {
         let mut w = Writer::create(&dir, &header()).unwrap();
         let chunk = Chunk { bytes: [fork_record(), fork_record()].concat(), records: 2 };
         w.chunk(&chunk).unwrap();
-        w.finish(&Trailer { ended_mono_ns: 9, counters: KernelCounters::default() }).unwrap();
+        w.finish(&Trailer { ended_mono_ns: 9, counters: KernelCounters::default(), symbols: Vec::new() }).unwrap();
         let mut r = Reader::open(&dir).unwrap();
         assert_eq!(r.header, header());
         let got = r.next_chunk().unwrap().unwrap();

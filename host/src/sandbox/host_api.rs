@@ -3,7 +3,10 @@
 //! against a cap; a plugin past a cap is trapped, which disables only that plugin.
 
 use super::wasmtap::plugin::{host, types};
-use super::StoreState;
+use super::{SharedSymbols, StoreState};
+
+/// Addresses a plugin may ask to symbolize in one call.
+const SYMBOLIZE_ADDRS_PER_CALL: usize = 65536;
 
 /// Bytes of output (rows, text, logs) a plugin may produce in one call.
 const OUTPUT_BYTES_PER_CALL: usize = 16 << 20;
@@ -79,11 +82,14 @@ impl GuestOutput {
 pub(super) struct HostState {
     pub clock: Clock,
     out: GuestOutput,
+    /// `host.schema` answers, by subscription index.
+    pub schemas: Vec<Option<types::ProbeSchema>>,
+    symbols: SharedSymbols,
 }
 
 impl HostState {
-    pub fn new(clock: Clock) -> Self {
-        HostState { clock, out: GuestOutput::default() }
+    pub fn new(clock: Clock, symbols: SharedSymbols) -> Self {
+        HostState { clock, out: GuestOutput::default(), schemas: Vec::new(), symbols }
     }
 
     pub fn take_output(&mut self) -> GuestOutput {
@@ -132,4 +138,30 @@ impl host::Host for StoreState {
         let mono = self.host.clock.mono_ns();
         Ok(self.host.clock.wall_of(mono))
     }
+
+    fn schema(&mut self, sub: u32) -> wasmtime::Result<Option<types::ProbeSchema>> {
+        Ok(self.host.schemas.get(sub as usize).cloned().flatten())
+    }
+
+    fn symbolize(&mut self, stacks: Vec<types::StackRequest>) -> wasmtime::Result<Vec<Vec<types::Frame>>> {
+        let total: usize = stacks.iter().map(|s| s.addrs.len()).sum();
+        if total > SYMBOLIZE_ADDRS_PER_CALL {
+            wasmtime::bail!(
+                "symbolize: {total} addresses in one call, more than the {SYMBOLIZE_ADDRS_PER_CALL} allowed"
+            );
+        }
+        let mut guard = self.host.symbols.lock().unwrap_or_else(|e| e.into_inner());
+        let out = stacks
+            .iter()
+            .map(|req| match guard.as_mut() {
+                Some(symbols) => symbols.frames(req.pid, req.kernel, &req.addrs),
+                None => req.addrs.iter().map(|&addr| types::Frame { addr, ..unknown_frame() }).collect(),
+            })
+            .collect();
+        Ok(out)
+    }
+}
+
+fn unknown_frame() -> types::Frame {
+    types::Frame { addr: 0, symbol: String::new(), offset: 0, module: String::new(), file: String::new(), line: 0 }
 }

@@ -11,7 +11,7 @@ mod host_api;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
@@ -19,7 +19,6 @@ use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-pub use host_api::{Clock, GuestItem, GuestOutput, LogLine};
 
 wasmtime::component::bindgen!({
     world: "plugin",
@@ -28,6 +27,16 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::wasmtap::plugin::types;
+pub use host_api::{Clock, GuestItem, GuestOutput, LogLine};
+
+/// What answers a plugin's `symbolize` calls: live symbolization, or a recording's table.
+pub trait Symbols: Send {
+    /// One frame per address: user addresses of `pid`, or kernel addresses.
+    fn frames(&mut self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<types::Frame>;
+}
+
+/// The symbol source every plugin of a sandbox shares.
+pub type SharedSymbols = Arc<Mutex<Option<Box<dyn Symbols>>>>;
 
 /// How often the engine's epoch advances; deadlines are whole ticks.
 const TICK: Duration = Duration::from_millis(5);
@@ -84,6 +93,7 @@ pub struct Sandbox {
     linker: Linker<StoreState>,
     limits: Limits,
     ticker_stop: Arc<AtomicBool>,
+    symbols: SharedSymbols,
 }
 
 impl Sandbox {
@@ -109,7 +119,12 @@ impl Sandbox {
                 }
             })
             .map_err(|e| SandboxError::Engine(format!("cannot start the epoch thread: {e}")))?;
-        Ok(Sandbox { engine, linker, limits, ticker_stop })
+        Ok(Sandbox { engine, linker, limits, ticker_stop, symbols: Arc::default() })
+    }
+
+    /// Answer plugins' `symbolize` calls with `symbols` from now on.
+    pub fn set_symbols(&self, symbols: Box<dyn Symbols>) {
+        *self.symbols.lock().unwrap_or_else(|e| e.into_inner()) = Some(symbols);
     }
 
     /// The limits every plugin gets.
@@ -152,7 +167,7 @@ impl Sandbox {
             .trap_on_grow_failure(true)
             .build();
         let state =
-            StoreState { wasi, table: ResourceTable::new(), limits, stderr, host: host_api::HostState::new(clock) };
+            StoreState { wasi, table: ResourceTable::new(), limits, stderr, host: host_api::HostState::new(clock, self.symbols.clone()) };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(self.deadline_ticks());
@@ -287,9 +302,14 @@ impl Instance {
         self.call("on-batch", |b, s| b.call_on_batch(s, batch))
     }
 
-    /// `on-tick`.
-    pub fn on_tick(&mut self, now_ns: u64) -> Result<Vec<types::Aggregation>, Fault> {
-        self.call("on-tick", |b, s| b.call_on_tick(s, now_ns))
+    /// `on-tick` for subscription `sub`.
+    pub fn on_tick(&mut self, sub: u32, now_ns: u64) -> Result<Vec<types::Aggregation>, Fault> {
+        self.call("on-tick", |b, s| b.call_on_tick(s, sub, now_ns))
+    }
+
+    /// The schemas `host.schema` answers with, by subscription index.
+    pub fn set_schemas(&mut self, schemas: Vec<Option<types::ProbeSchema>>) {
+        self.store.data_mut().host.schemas = schemas;
     }
 
     /// `finish`.

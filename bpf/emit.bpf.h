@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Variable-size records: built in a per-CPU scratch buffer (the ring buffer's reserve
+ * needs a size known to the verifier), optionally followed by the stack trailer of
+ * wasmtap.h, then copied into the ring buffer with one bpf_ringbuf_output.
+ */
+#ifndef WASMTAP_EMIT_BPF_H
+#define WASMTAP_EMIT_BPF_H
+
+#include "filter.bpf.h"
+
+#define WT_SCRATCH_BYTES 8192
+#define WT_STACK_BYTES (WT_STACK_MAX * 8)
+#define WT_STACK_KERNEL 1
+#define WT_STACK_USER 2
+
+struct wt_scratch {
+	__u8 buf[WT_SCRATCH_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wt_scratch);
+} SCRATCH SEC(".maps");
+
+static __always_inline __u8 *wt_scratch(void)
+{
+	__u32 zero = 0;
+	struct wt_scratch *s = bpf_map_lookup_elem(&SCRATCH, &zero);
+
+	return s ? s->buf : NULL;
+}
+
+/* Append the stack trailer at `off` (a multiple of 8, at most 4096); returns the new size. */
+static __always_inline __u32 wt_add_stacks(void *ctx, __u8 *buf, __u32 off, __u32 mode)
+{
+	struct wt_stack_counts counts = {};
+	long n;
+
+	off &= 0x1ff8;
+	if (off > 4096)
+		return off;
+	if (mode & WT_STACK_KERNEL) {
+		n = bpf_get_stack(ctx, buf + off, WT_STACK_BYTES, 0);
+		if (n > 0 && n <= WT_STACK_BYTES) {
+			counts.kernel = n / 8;
+			off += counts.kernel * 8;
+		}
+	}
+	if (off > 4096 + WT_STACK_BYTES)
+		return off;
+	if (mode & WT_STACK_USER) {
+		n = bpf_get_stack(ctx, buf + off, WT_STACK_BYTES, BPF_F_USER_STACK);
+		if (n > 0 && n <= WT_STACK_BYTES) {
+			counts.user = n / 8;
+			off += counts.user * 8;
+		}
+	}
+	if (off > 4096 + 2 * WT_STACK_BYTES)
+		return off;
+	__builtin_memcpy(buf + off, &counts, sizeof(counts));
+	((struct wt_header *)buf)->flags |= WT_HAS_STACK;
+	return off + sizeof(counts);
+}
+
+/* Copy a finished record of `size` bytes from the scratch buffer into the ring. */
+static __always_inline void wt_output(__u32 kind, __u8 *buf, __u32 size)
+{
+	if (size < sizeof(struct wt_header) || size > WT_SCRATCH_BYTES) {
+		wt_count(kind, WT_SLOT_DROPPED);
+		return;
+	}
+	((struct wt_header *)buf)->size = size;
+	if (bpf_ringbuf_output(&EVENTS, buf, size, cfg_submit_flags))
+		wt_count(kind, WT_SLOT_DROPPED);
+	else
+		wt_count(kind, WT_SLOT_EMITTED);
+}
+
+#endif /* WASMTAP_EMIT_BPF_H */

@@ -1,0 +1,270 @@
+//! Stacks as aggregation keys, symbolized in batches when reported.
+//!
+//! bpftrace's `@[kstack, ustack] = count()` is a [`Counts<Stack>`](Counts): subscribe
+//! with [`Subscription::stacks`](crate::Subscription::stacks), key on
+//! [`Event::stack`](crate::Event::stack), and report with
+//! [`Counts::to_stack_aggregation`]. Addresses stay plain numbers while events flow;
+//! names are looked up only for the stacks that get printed, many stacks per host
+//! call.
+
+use std::borrow::Borrow;
+use std::fmt::{self, Write as _};
+
+use wasmtap_abi::stack::MAX_FRAMES;
+use wasmtap_abi::Frames;
+
+use crate::{AggEntry, AggOrder, Aggregation, Counts, Frame, FxHashMap, Key, StackRequest, Value};
+
+/// The most addresses one `symbolize` host call may carry (the host refuses more).
+pub const SYMBOLIZE_MAX_ADDRS: usize = 65536;
+
+/// Bpftrace indents each frame of a stack key by eight spaces.
+const INDENT: &str = "        ";
+
+/// A kernel stack and a user stack held by value: hashable, ordered, cheap to compare,
+/// an aggregation key. Frames are instruction addresses, innermost first.
+///
+/// The pid says whose address space the user frames belong to; with no user frames it
+/// carries no meaning, and [`Event::stack`](crate::Event::stack) sets it to 0.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Stack {
+    pid: u32,
+    /// How many of `frames`, from the front, are kernel frames.
+    kernel: usize,
+    frames: Box<[u64]>,
+}
+
+impl Stack {
+    /// A stack of process `pid`; each side keeps at most its innermost 127 frames
+    /// (the kernel's limit).
+    pub fn new(pid: u32, kernel: &[u64], user: &[u64]) -> Stack {
+        let kernel = &kernel[..kernel.len().min(MAX_FRAMES)];
+        let user = &user[..user.len().min(MAX_FRAMES)];
+        Stack { pid, kernel: kernel.len(), frames: kernel.iter().chain(user).copied().collect() }
+    }
+
+    /// The stacks of a record's trailer ([`Event::stacks`](crate::Event::stacks)), copied.
+    pub fn from_frames(pid: u32, kernel: Frames<'_>, user: Frames<'_>) -> Stack {
+        let frames: Box<[u64]> = kernel.iter().take(MAX_FRAMES).chain(user.iter().take(MAX_FRAMES)).collect();
+        Stack { pid, kernel: kernel.len().min(MAX_FRAMES), frames }
+    }
+
+    /// The process whose address space the user frames belong to.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Kernel frames, innermost first.
+    pub fn kernel(&self) -> &[u64] {
+        &self.frames[..self.kernel]
+    }
+
+    /// User frames, innermost first.
+    pub fn user(&self) -> &[u64] {
+        &self.frames[self.kernel..]
+    }
+
+    /// Neither side has a frame.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// One `symbolize` request per non-empty side.
+    fn requests(&self) -> impl Iterator<Item = StackRequest> + '_ {
+        [(self.kernel(), true), (self.user(), false)].into_iter().filter(|(addrs, _)| !addrs.is_empty()).map(
+            |(addrs, kernel)| StackRequest { pid: self.pid, kernel, addrs: addrs.to_vec() },
+        )
+    }
+}
+
+impl fmt::Display for Stack {
+    /// Unsymbolized and folded: outermost first, user then kernel, `0x…;0x…`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, addr) in self.frames.iter().rev().enumerate() {
+            let sep = if i > 0 { ";" } else { "" };
+            write!(f, "{sep}{addr:#x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Stack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hex = |addrs: &[u64]| addrs.iter().map(|a| format!("{a:#x}")).collect::<Vec<_>>().join(", ");
+        write!(f, "Stack {{ pid: {}, kernel: [{}], user: [{}] }}", self.pid, hex(self.kernel()), hex(self.user()))
+    }
+}
+
+impl Key for Stack {
+    /// The addresses, unsymbolized ([`Display`](fmt::Display)): symbolizing key by key
+    /// would cost a host call each. [`Counts::to_stack_aggregation`] prints names.
+    fn to_values(&self) -> Vec<Value> {
+        vec![Value::Text(self.to_string())]
+    }
+}
+
+impl Frame {
+    /// A frame of which nothing is known but its address.
+    pub fn unknown(addr: u64) -> Frame {
+        Frame { addr, symbol: String::new(), offset: 0, module: String::new(), file: String::new(), line: 0 }
+    }
+
+    /// The host found the function.
+    pub fn is_known(&self) -> bool {
+        !self.symbol.is_empty()
+    }
+
+    /// The frame as a folded-stack element: the function without offset; `[module]`
+    /// (its file name) or the hex address when the function is unknown.
+    fn folded_name(&self) -> String {
+        if self.is_known() {
+            return self.symbol.replace(';', ":").replace(['\n', '\r'], " ");
+        }
+        match self.module.rsplit('/').next() {
+            Some(module) if !module.is_empty() => format!("[{module}]"),
+            _ => format!("{:#x}", self.addr),
+        }
+    }
+}
+
+impl fmt::Display for Frame {
+    /// `function+offset` (decimal offset, like bpftrace), or the hex address if unknown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.is_known() {
+            true => write!(f, "{}+{}", self.symbol, self.offset),
+            false => write!(f, "{:#x}", self.addr),
+        }
+    }
+}
+
+/// Symbolize `stacks`: for each, its kernel frames then its user frames, innermost
+/// first, one [`Frame`] per address. All of them go to the host in one call, or in as
+/// few as [`SYMBOLIZE_MAX_ADDRS`] allows; a frame the host could not resolve is
+/// [`Frame::unknown`].
+pub fn symbolize<S: Borrow<Stack>>(stacks: &[S]) -> Vec<Vec<Frame>> {
+    let mut out = Vec::with_capacity(stacks.len());
+    for_each_symbolized(stacks, |_, frames| out.push(frames));
+    out
+}
+
+/// Symbolize `stacks` in calls of whole stacks under the address cap, handing each
+/// stack's frames to `f` with its index as soon as its call returns.
+fn for_each_symbolized<S: Borrow<Stack>>(stacks: &[S], mut f: impl FnMut(usize, Vec<Frame>)) {
+    let mut start = 0;
+    while start < stacks.len() {
+        let (mut end, mut addrs) = (start, 0);
+        while let Some(next) = stacks.get(end).map(|s| s.borrow().frames.len()) {
+            if end > start && addrs + next > SYMBOLIZE_MAX_ADDRS {
+                break;
+            }
+            addrs += next;
+            end += 1;
+        }
+        symbolize_call(&stacks[start..end], |i, frames| f(start + i, frames));
+        start = end;
+    }
+}
+
+/// One host call for `stacks`, tolerant of a host that answers with too few frames.
+fn symbolize_call<S: Borrow<Stack>>(stacks: &[S], mut f: impl FnMut(usize, Vec<Frame>)) {
+    let requests: Vec<StackRequest> = stacks.iter().flat_map(|s| s.borrow().requests()).collect();
+    let mut answers = match requests.is_empty() {
+        true => Vec::new().into_iter(),
+        false => crate::imports::symbolize(&requests).into_iter(),
+    };
+    for (i, stack) in stacks.iter().enumerate() {
+        let stack = stack.borrow();
+        let mut frames = Vec::with_capacity(stack.frames.len());
+        for side in [stack.kernel(), stack.user()].into_iter().filter(|s| !s.is_empty()) {
+            let mut got = answers.next().unwrap_or_default().into_iter();
+            frames.extend(side.iter().map(|&addr| got.next().unwrap_or_else(|| Frame::unknown(addr))));
+        }
+        f(i, frames);
+    }
+}
+
+/// How a symbolized stack becomes text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackStyle {
+    /// bpftrace's: a newline, then one `function+offset` per line indented by eight
+    /// spaces, innermost first ([`render_stack`]).
+    #[default]
+    Bpftrace,
+    /// Folded, the input of `flamegraph.pl`: `outer;…;inner`, user frames then kernel
+    /// frames ([`render_folded`]).
+    Folded,
+}
+
+impl StackStyle {
+    /// `frames` (innermost first) as text in this style.
+    pub fn render(self, frames: &[Frame]) -> String {
+        match self {
+            StackStyle::Bpftrace => render_stack(frames),
+            StackStyle::Folded => render_folded(frames),
+        }
+    }
+}
+
+/// A symbolized stack (innermost first) the way bpftrace prints `kstack`/`ustack`:
+///
+/// ```text
+///
+///         do_sys_openat2+123
+///         __x64_sys_openat+85
+///         do_syscall_64+130
+/// ```
+///
+/// It starts with a newline, so `@name[` + it + `]: 7` prints like bpftrace's map.
+pub fn render_stack(frames: &[Frame]) -> String {
+    let mut s = String::from("\n");
+    for frame in frames {
+        let _ = writeln!(s, "{INDENT}{frame}");
+    }
+    s
+}
+
+/// A symbolized stack (innermost first) folded the way `flamegraph.pl` reads it:
+/// outermost first, `;`-separated function names without offsets, so the user frames
+/// come before the kernel frames (`main;read;entry_SYSCALL_64;ksys_read`).
+pub fn render_folded(frames: &[Frame]) -> String {
+    let names: Vec<String> = frames.iter().rev().map(Frame::folded_name).collect();
+    names.join(";")
+}
+
+impl Counts<Stack> {
+    /// The counters as `@name[stack]: count`, with the stacks symbolized and rendered
+    /// in `style`.
+    ///
+    /// Only the stacks that are sent are symbolized: with `top > 0` the `top` largest
+    /// counters (ties broken by stack), with 0 all of them, in as few host calls as the
+    /// address cap allows. Stacks that render the same (two addresses in one function,
+    /// folded) become one entry with the sum of their counts.
+    pub fn to_stack_aggregation(
+        &self,
+        name: &str,
+        title: &str,
+        style: StackStyle,
+        order: AggOrder,
+        top: u32,
+    ) -> Aggregation {
+        let mut picked: Vec<(&Stack, i64)> = self.iter().map(|(stack, &n)| (stack, n)).collect();
+        if top > 0 && picked.len() > top as usize {
+            picked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            picked.truncate(top as usize);
+        }
+        let stacks: Vec<&Stack> = picked.iter().map(|&(stack, _)| stack).collect();
+        let mut merged: FxHashMap<String, i64> = FxHashMap::default();
+        for_each_symbolized(&stacks, |i, frames| {
+            let n = merged.entry(style.render(&frames)).or_insert(0);
+            *n = n.wrapping_add(picked[i].1);
+        });
+        Aggregation {
+            name: name.to_string(),
+            title: title.to_string(),
+            key_names: vec!["stack".to_string()],
+            order,
+            top,
+            entries: merged.into_iter().map(|(key, value)| AggEntry { key: vec![Value::Text(key)], value }).collect(),
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The probe table: every probe the plugins of a run subscribe to, resolved against
+//! the system (tracefs formats, ELF symbols, USDT notes), with what the collectors are
+//! told per probe: stacks to take and comparisons to apply in the kernel. A recording
+//! stores the table, so a replay decodes and matches exactly what the live run saw.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::elf;
+use super::probes::{ProbeError, ProbeSpec, UprobeAt};
+use super::tracefs::{self, FieldKind, Format};
+
+/// Stacks to take: bit 0 kernel, bit 1 user (`WT_STACK_*`).
+pub const STACK_KERNEL: u8 = 1;
+pub const STACK_USER: u8 = 2;
+/// Comparisons run in the kernel per probe (`WT_PREDS_MAX`).
+pub const KERNEL_PREDS_MAX: usize = 4;
+/// uprobe/USDT attachments per run (`WT_USER_SLOTS`).
+pub const USER_SLOTS_MAX: usize = 256;
+
+/// Comparison operators (`enum wt_op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    Eq = 1,
+    Ne = 2,
+    Lt = 3,
+    Le = 4,
+    Gt = 5,
+    Ge = 6,
+    MaskAny = 7,
+    MaskNone = 8,
+}
+
+/// `value OP constant` on `size` bytes at `off` (`struct wt_pred`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pred {
+    pub off: u16,
+    pub size: u8,
+    pub signed: bool,
+    pub op: Op,
+    pub value: u64,
+}
+
+impl Pred {
+    /// The comparison on the value in `bytes` at `self.off + base`; false if out of bounds.
+    pub fn holds(&self, bytes: &[u8], base: usize) -> bool {
+        let off = base + self.off as usize;
+        let Some(raw) = bytes.get(off..off + self.size as usize) else { return false };
+        let mut buf = [0u8; 8];
+        buf[..raw.len()].copy_from_slice(raw);
+        let v = u64::from_le_bytes(buf);
+        let shift = 64 - 8 * self.size as u32;
+        if self.signed && shift < 64 {
+            let sv = ((v << shift) as i64) >> shift;
+            let want = self.value as i64;
+            match self.op {
+                Op::Eq => sv == want,
+                Op::Ne => sv != want,
+                Op::Lt => sv < want,
+                Op::Le => sv <= want,
+                Op::Gt => sv > want,
+                Op::Ge => sv >= want,
+                Op::MaskAny => v & self.value != 0,
+                Op::MaskNone => v & self.value == 0,
+            }
+        } else {
+            match self.op {
+                Op::Eq => v == self.value,
+                Op::Ne => v != self.value,
+                Op::Lt => v < self.value,
+                Op::Le => v <= self.value,
+                Op::Gt => v > self.value,
+                Op::Ge => v >= self.value,
+                Op::MaskAny => v & self.value != 0,
+                Op::MaskNone => v & self.value == 0,
+            }
+        }
+    }
+}
+
+/// A tracepoint to attach.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TracepointEntry {
+    pub format: Format,
+    pub stacks: u8,
+    /// Run in the kernel: offsets into the entry.
+    pub preds: Vec<Pred>,
+}
+
+/// How the collector computes one USDT argument (`struct wt_usdt_arg`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsdtArg {
+    /// 1 constant, 2 register, 3 memory at register + value.
+    pub loc: u8,
+    pub size: u8,
+    pub signed: bool,
+    pub reg_off: u16,
+    pub value: i64,
+}
+
+/// One uprobe, uretprobe or USDT attachment; its index is the attach cookie.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserSlot {
+    /// The probe as subscribed.
+    pub probe: String,
+    pub path: PathBuf,
+    pub offset: u64,
+    pub ret: bool,
+    /// USDT argument specs; none for uprobes.
+    pub usdt: Option<Vec<UsdtArg>>,
+    /// File offset of the USDT semaphore.
+    pub semaphore: Option<u64>,
+    pub stacks: u8,
+    /// Run in the kernel: offsets into the record.
+    pub preds: Vec<Pred>,
+}
+
+/// A perf software event to open on every CPU.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerfEntry {
+    /// `PERF_COUNT_SW_*`.
+    pub event: u32,
+    pub name: String,
+    /// Samples per second (`profile:hz:N`), or none for one sample per `period` events.
+    pub freq: Option<u64>,
+    pub period: u64,
+    pub stacks: u8,
+    pub preds: Vec<Pred>,
+}
+
+/// Everything the collectors need to know per probe.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeTable {
+    pub tracepoints: Vec<TracepointEntry>,
+    pub user: Vec<UserSlot>,
+    pub perf: Vec<PerfEntry>,
+    /// Kernel comparisons per syscall: key `nr` for entries (offsets into args[6]),
+    /// `512 + nr` for exits (offset 0: the return value).
+    pub syscall_preds: BTreeMap<u32, Vec<Pred>>,
+    /// Argument names of the syscalls subscribed by name, from their tracefs formats.
+    pub syscall_args: BTreeMap<u32, Vec<String>>,
+}
+
+/// Syscall slots in `syscall_preds` (`WT_NR_SYSCALLS`).
+pub const NR_SYSCALLS: u32 = 512;
+
+/// A field a predicate may name: where its value sits and how to read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldLoc {
+    pub off: u16,
+    pub size: u8,
+    pub signed: bool,
+}
+
+/// Where probes are looked up: the live system, or a recording's table.
+pub enum Source<'a> {
+    Live,
+    Recorded(&'a ProbeTable),
+}
+
+impl Source<'_> {
+    /// A tracepoint's format.
+    pub fn tracepoint(&self, category: &str, name: &str) -> Result<Format, String> {
+        match self {
+            Source::Live => {
+                tracefs::ensure_mounted();
+                tracefs::lookup(std::path::Path::new(tracefs::ROOT), category, name).map_err(|e| e.to_string())
+            }
+            Source::Recorded(t) => t
+                .tracepoints
+                .iter()
+                .find(|e| e.format.category == category && e.format.name == name)
+                .map(|e| e.format.clone())
+                .ok_or_else(|| format!("tracepoint `{category}:{name}` is not in the recording")),
+        }
+    }
+
+    /// Attachments for a uprobe or USDT probe: (path, offset, usdt args, semaphore).
+    #[allow(clippy::type_complexity)]
+    pub fn user_sites(
+        &self,
+        probe: &str,
+        spec: &ProbeSpec,
+    ) -> Result<Vec<(PathBuf, u64, Option<Vec<UsdtArg>>, Option<u64>)>, String> {
+        if let Source::Recorded(t) = self {
+            let sites: Vec<_> = t
+                .user
+                .iter()
+                .filter(|s| s.probe == probe)
+                .map(|s| (s.path.clone(), s.offset, s.usdt.clone(), s.semaphore))
+                .collect();
+            if sites.is_empty() {
+                return Err(format!("probe `{probe}` is not in the recording"));
+            }
+            let mut unique = sites.clone();
+            unique.dedup();
+            return Ok(unique);
+        }
+        match spec {
+            ProbeSpec::Uprobe { binary, at, .. } => {
+                let path = elf::resolve_binary(binary).map_err(|e| e.to_string())?;
+                let offset = match at {
+                    UprobeAt::Offset(off) => *off,
+                    UprobeAt::Symbol(name, off) => elf::function_offset(&path, name).map_err(|e| e.to_string())? + off,
+                };
+                Ok(vec![(path, offset, None, None)])
+            }
+            ProbeSpec::Usdt { binary, provider, name } => {
+                let path = elf::resolve_binary(binary).map_err(|e| e.to_string())?;
+                let all = elf::usdt_probes(&path).map_err(|e| e.to_string())?;
+                let found: Vec<_> = all
+                    .iter()
+                    .filter(|p| p.name == *name && provider.as_ref().is_none_or(|pr| *pr == p.provider))
+                    .collect();
+                if found.is_empty() {
+                    let have: Vec<String> = all.iter().map(|p| format!("{}:{}", p.provider, p.name)).collect();
+                    let have = if have.is_empty() { "no USDT probes".to_string() } else { have.join(", ") };
+                    return Err(format!("no USDT probe `{name}` in {} (it has: {have})", path.display()));
+                }
+                let providers: std::collections::BTreeSet<&str> = found.iter().map(|p| p.provider.as_str()).collect();
+                if providers.len() > 1 {
+                    return Err(format!("`{name}` is a probe of several providers in {}; name one", path.display()));
+                }
+                Ok(found
+                    .into_iter()
+                    .map(|p| {
+                        let args = p.args.iter().map(usdt_arg).collect();
+                        (path.clone(), p.pc_offset, Some(args), p.semaphore_offset)
+                    })
+                    .collect())
+            }
+            _ => Err("not a user-space probe".into()),
+        }
+    }
+
+    /// Argument names of a syscall (from `syscalls:sys_enter_NAME`), `arg0`... if unknown.
+    pub fn syscall_args(&self, nr: u32) -> Vec<String> {
+        let generic = || (0..6).map(|i| format!("arg{i}")).collect();
+        match self {
+            Source::Recorded(t) => t.syscall_args.get(&nr).cloned().unwrap_or_else(generic),
+            Source::Live => {
+                let Some(name) = wasmtap_abi::syscall_name(nr as i64) else { return generic() };
+                tracefs::ensure_mounted();
+                let root = std::path::Path::new(tracefs::ROOT);
+                match tracefs::read_format(root, "syscalls", &format!("sys_enter_{name}")) {
+                    Ok(f) => f.fields.iter().filter(|f| !f.common && f.name != "__syscall_nr").map(|f| f.name.clone()).collect(),
+                    Err(_) => generic(),
+                }
+            }
+        }
+    }
+}
+
+fn usdt_arg(a: &elf::UsdtArg) -> UsdtArg {
+    let (loc, reg_off, value) = match a.loc {
+        elf::UsdtLoc::Const(v) => (1, 0, v),
+        elf::UsdtLoc::Reg { regs_off } => (2, regs_off, 0),
+        elf::UsdtLoc::Mem { regs_off, disp } => (3, regs_off, disp),
+    };
+    UsdtArg { loc, size: a.size, signed: a.signed, reg_off, value }
+}
+
+/// Where a named field of a tracepoint entry sits, for a comparison.
+pub fn tracepoint_field(format: &Format, field: &str) -> Result<FieldLoc, String> {
+    let f = format.fields.iter().find(|f| f.name == field).ok_or_else(|| {
+        let names: Vec<&str> = format.fields.iter().filter(|f| !f.common).map(|f| f.name.as_str()).collect();
+        format!("tracepoint `{}:{}` has no field `{field}` (it has: {})", format.category, format.name, names.join(", "))
+    })?;
+    match f.kind {
+        FieldKind::Signed | FieldKind::Unsigned if matches!(f.size, 1 | 2 | 4 | 8) => {
+            Ok(FieldLoc { off: f.offset as u16, size: f.size as u8, signed: f.kind == FieldKind::Signed })
+        }
+        _ => Err(format!("field `{field}` ({}) is not a number; compare it in the plugin", f.c_type)),
+    }
+}
+
+/// Wraps `e` as the probe error a plugin's subscription gets.
+pub fn probe_error(probe: &str, reason: String) -> ProbeError {
+    ProbeError::Bad { name: probe.into(), reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_compare_with_the_fields_signedness() {
+        let bytes = (-5i32).to_le_bytes();
+        let p = |op, value: i64, signed| Pred { off: 0, size: 4, signed, op, value: value as u64 };
+        assert!(p(Op::Lt, 0, true).holds(&bytes, 0));
+        assert!(!p(Op::Lt, 0, false).holds(&bytes, 0));
+        assert!(p(Op::Eq, -5, true).holds(&bytes, 0));
+        assert!(p(Op::MaskAny, 1, false).holds(&bytes, 0));
+        assert!(p(Op::MaskNone, 4, false).holds(&bytes, 0), "-5 is ...11111011: bit 2 is clear");
+        assert!(!p(Op::Eq, -5, true).holds(&bytes, 1), "out of bounds never holds");
+        let big = 5000u64.to_le_bytes();
+        let gt = Pred { off: 0, size: 8, signed: false, op: Op::Gt, value: 4096 };
+        assert!(gt.holds(&big, 0));
+    }
+}
