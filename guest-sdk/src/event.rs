@@ -612,4 +612,86 @@ mod tests {
         assert_eq!(ev.comm(), "a\u{fffd}b");
         assert_eq!(Comm::new(b"0123456789abcdefXYZ").as_bytes(), b"0123456789abcde");
     }
+
+    #[test]
+    fn user_probe_args_and_return_values() {
+        let b = t::user(9, 0, 0x40_1000, &[1, 2, 3], 0);
+        let ev = only(&b);
+        assert_eq!(ev.kind(), Kind::User);
+        let Event::User(u) = ev else { panic!() };
+        assert_eq!((u.probe(), u.ip(), u.nargs(), u.is_return(), u.retval()), (3, 0x40_1000, 3, false, None));
+        assert_eq!([u.arg(0), u.arg(2), u.arg(3), u.arg(usize::MAX)], [1, 3, 0, 0]);
+
+        let b = t::user(9, 0, 0x40_1000, &[u64::MAX], user::FLAG_RETURN);
+        let Event::User(u) = only(&b) else { panic!() };
+        assert_eq!((u.is_return(), u.retval()), (true, Some(u64::MAX)));
+
+        let mut b = t::user(9, 0, 0, &[5; 12], 0);
+        put(&mut b, user::NARGS, &1000u32.to_le_bytes());
+        let Event::User(u) = only(&b) else { panic!() };
+        assert_eq!((u.nargs(), u.arg(11), u.arg(12)), (12, 5, 0));
+    }
+
+    #[test]
+    fn user_probe_args_by_schema_name() {
+        let schema = crate::ProbeSchema {
+            probe: "usdt:/bin/app:app:query".into(),
+            fields: vec![],
+            args: vec!["id".into(), "len".into(), "missing".into()],
+        };
+        crate::testing::set_schema(2, schema);
+        let b = t::user(9, 2, 0, &[10, 20], 0);
+        let ev = only(&b);
+        let Event::User(u) = ev else { panic!() };
+        assert_eq!(ev.schema().unwrap().args().len(), 3);
+        assert_eq!((u.arg_named("len"), u.arg_named("missing"), u.arg_named("nosuch")), (Some(20), None, None));
+    }
+
+    #[test]
+    fn sample_fields() {
+        let b = t::sample(5, 6, 1, 0xdead_0000, 0x7f00_1234);
+        let ev = only(&b);
+        let Event::Sample(s) = ev else { panic!() };
+        assert_eq!((s.event(), s.cpu(), s.addr(), s.ip()), (6, 1, 0xdead_0000, 0x7f00_1234));
+        assert_eq!((ev.kind(), ev.pid(), ev.comm()), (Kind::Sample, 5, "busy".into()));
+        assert!(ev.stacks().is_none() && ev.stack().is_none());
+    }
+
+    #[test]
+    fn stack_trailers_decode_for_every_kind_that_carries_one() {
+        let kernel = [0xffff_ffff_8100_0010, 0xffff_ffff_8100_0020];
+        let user_frames = [0x40_1000, 0x40_2000, 0x40_3000];
+        for rec in [t::sample(5, 0, 0, 0, 0), t::user(5, 0, 0, &[1], 0), t::tracepoint(5, 0, 1, &[7; 12])] {
+            let b = t::with_stacks(rec, &kernel, &user_frames);
+            let ev = only(&b);
+            let (k, u) = ev.stacks().expect("a trailer");
+            assert_eq!(k.iter().collect::<Vec<_>>(), kernel, "{:?}", ev.kind());
+            assert_eq!(u.iter().collect::<Vec<_>>(), user_frames);
+            let stack = ev.stack().unwrap();
+            assert_eq!((stack.pid(), stack.kernel(), stack.user()), (5, &kernel[..], &user_frames[..]));
+        }
+        // Kernel frames only: the key does not depend on the process.
+        let b = t::with_stacks(t::sample(5, 0, 0, 0, 0), &kernel, &[]);
+        assert_eq!(only(&b).stack().unwrap(), crate::Stack::new(0, &kernel, &[]));
+        // The user-probe view is unchanged by the trailer.
+        let b = t::with_stacks(t::user(5, 0, 0x1000, &[1, 2], 0), &kernel, &[]);
+        let Event::User(u) = only(&b) else { panic!() };
+        assert_eq!((u.ip(), u.nargs(), u.arg(1)), (0x1000, 2, 2));
+    }
+
+    #[test]
+    fn corrupt_stack_trailers_read_as_no_stacks() {
+        let good = t::with_stacks(t::sample(5, 0, 0, 0, 0), &[1, 2], &[3]);
+        let counts_at = good.len() - 8;
+        for (kernel, user) in [(200u16, 0u16), (0, 200), (100, 100), (u16::MAX, u16::MAX)] {
+            let mut b = good.clone();
+            put(&mut b, counts_at, &kernel.to_le_bytes());
+            put(&mut b, counts_at + 2, &user.to_le_bytes());
+            assert!(only(&b).stacks().is_none(), "counts {kernel}/{user}");
+        }
+        // The flag on a kind that never carries stacks means nothing.
+        let mut b = t::fork(1, 2, 2, 0);
+        t::set_flags(&mut b, wasmtap_abi::stack::FLAG);
+        assert!(only(&b).stacks().is_none());
+    }
 }

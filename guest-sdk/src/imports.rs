@@ -58,11 +58,11 @@ pub mod testing {
         static SYMBOLIZER: RefCell<Option<Symbolizer>> = const { RefCell::new(None) };
     }
 
-    /// Answer `host.schema(sub)` with `schema` from now on. The SDK's cached answer
-    /// for `sub` is forgotten, so the next event of `sub` sees the new layout.
+    /// Answer `host.schema(sub)` with `schema` from now on. Like with the real host,
+    /// the SDK keeps the first answer it gets for `sub` until the plugin starts again:
+    /// install schemas before starting the plugin under test.
     pub fn set_schema(sub: u32, schema: ProbeSchema) {
         SCHEMAS.with(|s| s.borrow_mut().insert(sub, schema));
-        crate::tracepoint::forget_schema(sub);
     }
 
     /// Answer `host.symbolize` with `symbolizer`: it gets each call's requests and
@@ -72,7 +72,20 @@ pub mod testing {
     }
 
     pub(crate) fn schema(sub: u32) -> Option<ProbeSchema> {
+        #[cfg(test)]
+        SCHEMA_CALLS.with(|n| n.set(n.get() + 1));
         SCHEMAS.with(|s| s.borrow().get(&sub).cloned())
+    }
+
+    #[cfg(test)]
+    thread_local! {
+        static SCHEMA_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// How often the SDK asked for a schema on this thread.
+    #[cfg(test)]
+    pub(crate) fn schema_calls() -> usize {
+        SCHEMA_CALLS.with(|n| n.get())
     }
 
     pub(crate) fn symbolize(requests: &[StackRequest]) -> Vec<Vec<Frame>> {

@@ -144,9 +144,11 @@ mod tests {
             self.seen += 1;
             out.row(0, vec![Value::from(ev.pid())]);
         }
-        fn on_tick(&mut self, _now_ns: u64, out: &mut Output) -> Vec<Aggregation> {
-            out.print("tick\n");
-            Vec::new()
+        fn on_tick(&mut self, sub: u32, now_ns: u64, out: &mut Output) -> Vec<Aggregation> {
+            out.print(&format!("tick {sub} at {now_ns}\n"));
+            let mut c = crate::Counts::new();
+            c.add(sub, self.seen);
+            vec![c.to_aggregation("seen", "", &["sub"], crate::AggOrder::Key, 0)]
         }
         fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
             let mut c = crate::Counts::new();
@@ -186,7 +188,7 @@ mod tests {
         assert_eq!(slot.start(Params::from_pairs(&[("fail", "no")]).into_list()), Err("no".into()));
         slot.on_batch_to(&batch(&[1, 2]), &mut rec);
         assert!(rec.emits.is_empty() && rec.logs.is_empty());
-        assert!(slot.on_tick_to(0, &mut rec).is_empty());
+        assert!(slot.on_tick_to(1, 0, &mut rec).is_empty());
         assert!(slot.finish_to(&mut rec).is_empty());
     }
 
@@ -200,8 +202,8 @@ mod tests {
         assert_eq!(rec.emits.len(), 1);
         assert_eq!(rec.emits[0].len(), 3);
         assert_eq!(rec.emits[0][2].values, vec![Value::Int(9)]);
-        slot.on_tick_to(1, &mut rec);
-        assert_eq!(rec.prints, vec!["tick\n".to_string()]);
+        slot.on_tick_to(1, 5, &mut rec);
+        assert_eq!(rec.prints, vec!["tick 1 at 5\n".to_string()]);
         let aggs = slot.finish_to(&mut rec);
         assert_eq!(aggs[0].entries[0].value, 3);
         slot.on_batch_to(&batch(&[1]), &mut rec);
@@ -220,5 +222,70 @@ mod tests {
         assert_eq!(rec.emits.iter().map(Vec::len).sum::<usize>(), 4);
         assert_eq!(rec.logs.len(), 1, "{:?}", rec.logs);
         assert!(rec.logs[0].contains("skipped 40 bytes"));
+    }
+
+    #[test]
+    fn ticks_reach_the_plugin_with_their_subscription_and_time() {
+        let slot = Slot::<Probe>::new();
+        let mut rec = Recorder::default();
+        slot.start(Vec::new()).unwrap();
+        slot.on_batch_to(&batch(&[1, 2]), &mut rec);
+        let first = slot.on_tick_to(3, 1_000_000_000, &mut rec);
+        let second = slot.on_tick_to(0, 2_000_000_000, &mut rec);
+        assert_eq!(first[0].entries[0].key, vec![Value::Int(3)]);
+        assert_eq!(second[0].entries[0].key, vec![Value::Int(0)]);
+        assert_eq!(rec.prints, ["tick 3 at 1000000000\n", "tick 0 at 2000000000\n"]);
+        slot.finish_to(&mut rec);
+        assert!(slot.on_tick_to(3, 3, &mut rec).is_empty(), "no ticks after finish");
+    }
+
+    /// Prints one tracepoint field per event.
+    struct Signals;
+
+    impl Plugin for Signals {
+        fn info() -> PluginInfo {
+            PluginInfo::new("signals", "0", "", vec![])
+        }
+        fn start(_: &Params) -> Result<(Self, Plan), String> {
+            Ok((Signals, Plan::new(vec![Subscription::new("tracepoint:signal:signal_generate")])))
+        }
+        fn on_event(&mut self, ev: &Event<'_>, out: &mut Output) {
+            if let Event::Tracepoint(tp) = ev {
+                out.print(&format!("{:?} ", tp.i64("sig")));
+            }
+        }
+    }
+
+    fn sig_schema(offset: u32) -> crate::ProbeSchema {
+        let sig = crate::Field {
+            name: "sig".into(),
+            c_type: "int".into(),
+            kind: crate::FieldType::Signed,
+            offset,
+            size: 4,
+            count: 1,
+            signed: true,
+        };
+        crate::ProbeSchema { probe: "tracepoint:signal:signal_generate".into(), fields: vec![sig], args: vec![] }
+    }
+
+    #[test]
+    fn tracepoint_fields_decode_with_the_schema_of_the_current_start() {
+        let mut entry = [0u8; 16];
+        entry[8..12].copy_from_slice(&9i32.to_le_bytes());
+        entry[12..16].copy_from_slice(&15i32.to_le_bytes());
+        let batch = crate::test_records::tracepoint(1, 0, 200, &entry);
+        let slot = Slot::<Signals>::new();
+        let mut rec = Recorder::default();
+
+        crate::testing::set_schema(0, sig_schema(8));
+        slot.start(Vec::new()).unwrap();
+        slot.on_batch_to(&batch, &mut rec);
+        // Within one run the layout is fetched once; a new start fetches it again.
+        crate::testing::set_schema(0, sig_schema(12));
+        slot.on_batch_to(&batch, &mut rec);
+        slot.start(Vec::new()).unwrap();
+        slot.on_batch_to(&batch, &mut rec);
+        assert_eq!(rec.prints, ["Some(9) ", "Some(9) ", "Some(15) "]);
     }
 }

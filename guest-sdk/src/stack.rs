@@ -268,3 +268,129 @@ impl Counts<Stack> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::imports::testing;
+
+    /// A symbolizer that names `addr` `f<addr>` at offset `addr % 16`, in `mod`, and
+    /// records the size of every call.
+    fn fake_host() -> Rc<RefCell<Vec<Vec<StackRequest>>>> {
+        let calls = Rc::new(RefCell::new(Vec::new()));
+        let seen = calls.clone();
+        testing::set_symbolizer(move |reqs: &[StackRequest]| {
+            seen.borrow_mut().push(reqs.to_vec());
+            reqs.iter().map(|r| r.addrs.iter().map(|&a| named(a)).collect()).collect()
+        });
+        calls
+    }
+
+    fn named(addr: u64) -> Frame {
+        let module = if addr >= 0xffff_0000 { "kernel" } else { "/usr/bin/app" };
+        Frame { symbol: format!("f{:x}", addr / 16), offset: addr % 16, module: module.into(), ..Frame::unknown(addr) }
+    }
+
+    #[test]
+    fn many_stacks_are_symbolized_in_one_call() {
+        let calls = fake_host();
+        let stacks = [Stack::new(7, &[0xffff_0010, 0xffff_0020], &[0x1010]), Stack::new(0, &[0xffff_0030], &[])];
+        let frames = symbolize(&stacks);
+        assert_eq!(RefCell::borrow(&calls).len(), 1);
+        let call = &RefCell::borrow(&calls)[0];
+        assert_eq!(call.len(), 3, "one request per non-empty side");
+        assert_eq!((call[0].pid, call[0].kernel, call[1].kernel), (7, true, false));
+        let names: Vec<Vec<String>> = frames.iter().map(|f| f.iter().map(|f| f.to_string()).collect()).collect();
+        assert_eq!(names, [vec!["fffff001+0", "fffff002+0", "f101+0"], vec!["fffff003+0"]]);
+    }
+
+    #[test]
+    fn calls_stay_under_the_address_cap_and_keep_stacks_whole() {
+        let calls = fake_host();
+        let kernel: Vec<u64> = (0..127).map(|i| 0xffff_0000 + i).collect();
+        let user: Vec<u64> = (0..127).map(|i| 0x1000 + i).collect();
+        let stacks: Vec<Stack> = (0..600).map(|pid| Stack::new(pid, &kernel, &user)).collect();
+        let frames = symbolize(&stacks.iter().collect::<Vec<_>>());
+        let sizes: Vec<usize> = RefCell::borrow(&calls).iter().map(|c| c.iter().map(|r| r.addrs.len()).sum()).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), 600 * 254);
+        assert_eq!(sizes.len(), (600 * 254_usize).div_ceil(SYMBOLIZE_MAX_ADDRS));
+        assert!(sizes.iter().all(|&n| n <= SYMBOLIZE_MAX_ADDRS && n % 254 == 0), "{sizes:?}");
+        assert_eq!(frames.len(), 600);
+        assert!(frames.iter().all(|f| f.len() == 254 && f.iter().all(Frame::is_known)));
+    }
+
+    #[test]
+    fn a_short_answer_or_no_host_leaves_addresses_unknown() {
+        testing::set_symbolizer(|reqs: &[StackRequest]| vec![vec![named(reqs[0].addrs[0])]]);
+        let frames = symbolize(&[Stack::new(1, &[0xffff_0010, 0xffff_0020], &[0x1010])]);
+        let shown: Vec<String> = frames[0].iter().map(|f| f.to_string()).collect();
+        assert_eq!(shown, ["fffff001+0", "0xffff0020", "0x1010"]);
+        assert!(!frames[0][1].is_known());
+
+        testing::set_symbolizer(|_: &[StackRequest]| Vec::new());
+        assert_eq!(symbolize(&[Stack::new(1, &[], &[0x20])]), [vec![Frame::unknown(0x20)]]);
+    }
+
+    #[test]
+    fn empty_stacks_need_no_host_call() {
+        let calls = fake_host();
+        assert_eq!(symbolize(&[Stack::new(1, &[], &[])]), [Vec::<Frame>::new()]);
+        assert_eq!(symbolize::<Stack>(&[]), Vec::<Vec<Frame>>::new());
+        assert!(RefCell::borrow(&calls).is_empty());
+    }
+
+    #[test]
+    fn stacks_render_like_bpftrace_and_folded_like_flamegraph() {
+        let frames = [named(0xffff_0013), named(0xffff_0025), named(0x1031), Frame::unknown(0x7f00), Frame {
+            module: "/usr/lib/libc.so.6".into(),
+            ..Frame::unknown(0x7f10)
+        }];
+        assert_eq!(
+            render_stack(&frames),
+            "\n        fffff001+3\n        fffff002+5\n        f103+1\n        0x7f00\n        0x7f10\n"
+        );
+        assert_eq!(render_folded(&frames), "[libc.so.6];0x7f00;f103;fffff002;fffff001");
+        assert_eq!(StackStyle::default().render(&[]), "\n");
+        let odd = Frame { symbol: "a;b\nc".into(), ..Frame::unknown(1) };
+        assert_eq!(StackStyle::Folded.render(&[odd]), "a:b c");
+    }
+
+    #[test]
+    fn stacks_are_keys_that_cap_their_depth() {
+        let deep: Vec<u64> = (0..300).collect();
+        let s = Stack::new(3, &deep, &deep);
+        assert_eq!((s.kernel().len(), s.user().len()), (MAX_FRAMES, MAX_FRAMES));
+        assert_eq!(s.kernel()[0], 0, "the innermost frames are kept");
+        let key = Stack::new(3, &[0xa, 0xb], &[0x1]);
+        assert_eq!(key.to_values(), vec![Value::Text("0x1;0xb;0xa".into())]);
+        assert_eq!(format!("{key:?}"), "Stack { pid: 3, kernel: [0xa, 0xb], user: [0x1] }");
+        assert!(Stack::new(0, &[], &[]).is_empty());
+        assert_ne!(Stack::new(1, &[1], &[]), Stack::new(1, &[], &[1]), "kernel and user frames differ");
+    }
+
+    #[test]
+    fn stack_aggregations_symbolize_only_the_top_and_merge_equal_renderings() {
+        let calls = fake_host();
+        let mut counts = Counts::new();
+        counts.add(Stack::new(0, &[0xffff_0011], &[]), 5); // f.. +1
+        counts.add(Stack::new(0, &[0xffff_0012], &[]), 4); // same function, +2
+        counts.add(Stack::new(0, &[0xffff_0044], &[]), 3);
+        counts.add(Stack::new(0, &[0xffff_0055], &[]), 1);
+
+        let agg = counts.to_stack_aggregation("folded", "", StackStyle::Folded, AggOrder::ValueAscending, 3);
+        assert_eq!(RefCell::borrow(&calls).len(), 1);
+        assert_eq!(RefCell::borrow(&calls)[0].len(), 3, "the smallest stack is not symbolized");
+        let mut got: Vec<_> = agg.entries.iter().map(|e| (e.key.clone(), e.value)).collect();
+        got.sort();
+        let text = |s: &str| vec![Value::Text(s.into())];
+        assert_eq!(got, [(text("fffff001"), 9), (text("fffff004"), 3)]);
+        assert_eq!((agg.key_names, agg.top), (vec!["stack".to_string()], 3));
+
+        let agg = counts.to_stack_aggregation("lines", "", StackStyle::Bpftrace, AggOrder::ValueAscending, 0);
+        assert_eq!(agg.entries.len(), 4, "offsets keep bpftrace-style keys apart");
+        assert_eq!(RefCell::borrow(&calls).len(), 2);
+    }
+}

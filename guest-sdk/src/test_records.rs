@@ -1,6 +1,6 @@
 //! Hand-built records in the `wasmtap-abi` layout, for unit tests.
 
-use wasmtap_abi::{exec, exit, fork, header, sys_enter as se, Kind, COMM_LEN};
+use wasmtap_abi::{exec, exit, fork, header, sample, stack, sys_enter as se, tracepoint as tp, user, Kind, COMM_LEN};
 
 /// A zeroed record of `kind` and `size` with the header filled in.
 pub fn record(kind: Kind, size: usize, pid: u32, comm: &[u8]) -> Vec<u8> {
@@ -62,4 +62,58 @@ pub fn exit(pid: u32, status: i32, start_ns: u64, flags: u16) -> Vec<u8> {
     put(&mut b, exit::START_NS, &start_ns.to_le_bytes());
     set_flags(&mut b, flags);
     b
+}
+
+pub fn set_sub(b: &mut [u8], sub: u16) {
+    put(b, header::SUB, &sub.to_le_bytes());
+}
+
+/// A tracepoint record of subscription `sub` carrying `data` as the entry, padded to 8.
+pub fn tracepoint(pid: u32, sub: u16, event_id: u32, data: &[u8]) -> Vec<u8> {
+    let size = (tp::DATA + data.len()).next_multiple_of(8);
+    let mut b = record(Kind::Tracepoint, size, pid, b"kill");
+    set_sub(&mut b, sub);
+    put(&mut b, tp::EVENT_ID, &event_id.to_le_bytes());
+    put(&mut b, tp::DATA_LEN, &(data.len() as u32).to_le_bytes());
+    put(&mut b, tp::DATA, data);
+    b
+}
+
+/// A uprobe record (a uretprobe with `user::FLAG_RETURN` in `flags`).
+pub fn user(pid: u32, sub: u16, ip: u64, args: &[u64], flags: u16) -> Vec<u8> {
+    let mut b = record(Kind::User, user::SIZE, pid, b"app");
+    set_sub(&mut b, sub);
+    put(&mut b, user::PROBE, &3u32.to_le_bytes());
+    put(&mut b, user::NARGS, &(args.len() as u32).to_le_bytes());
+    put(&mut b, user::IP, &ip.to_le_bytes());
+    for (i, a) in args.iter().take(user::ARGS_MAX).enumerate() {
+        put(&mut b, user::ARGS + 8 * i, &a.to_le_bytes());
+    }
+    set_flags(&mut b, flags);
+    b
+}
+
+pub fn sample(pid: u32, event: u32, cpu: u32, addr: u64, ip: u64) -> Vec<u8> {
+    let mut b = record(Kind::Sample, sample::SIZE, pid, b"busy");
+    put(&mut b, sample::EVENT, &event.to_le_bytes());
+    put(&mut b, sample::CPU, &cpu.to_le_bytes());
+    put(&mut b, sample::ADDR, &addr.to_le_bytes());
+    put(&mut b, sample::IP, &ip.to_le_bytes());
+    b
+}
+
+/// `rec` with a stack trailer appended, its flag set and its size grown, the way the
+/// collectors write it.
+pub fn with_stacks(mut rec: Vec<u8>, kernel: &[u64], user: &[u64]) -> Vec<u8> {
+    for addr in kernel.iter().chain(user) {
+        rec.extend_from_slice(&addr.to_le_bytes());
+    }
+    rec.extend_from_slice(&(kernel.len() as u16).to_le_bytes());
+    rec.extend_from_slice(&(user.len() as u16).to_le_bytes());
+    rec.extend_from_slice(&[0; 4]);
+    let size = rec.len() as u16;
+    put(&mut rec, header::SIZE, &size.to_le_bytes());
+    let flags = u16::from_le_bytes([rec[header::FLAGS], rec[header::FLAGS + 1]]);
+    set_flags(&mut rec, flags | stack::FLAG);
+    rec
 }

@@ -50,12 +50,6 @@ pub(crate) fn forget_schemas() {
     SCHEMAS.with(|c| c.borrow_mut().clear());
 }
 
-/// Drop the cached schema of `sub`.
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) fn forget_schema(sub: u32) {
-    SCHEMAS.with(|c| c.borrow_mut().remove(&sub));
-}
-
 /// What one subscription's records carry beyond the common header, as the host
 /// described it. Get it with [`schema`] or [`Event::schema`](crate::Event::schema).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -429,5 +423,217 @@ impl<'a> Tracepoint<'a> {
             FieldValue::Text(t) => Some(t),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::imports::testing;
+    use crate::test_records::{self as t, put};
+    use crate::Event;
+    use wasmtap_abi::Records;
+
+    fn field(name: &str, kind: FieldType, offset: u32, size: u32, count: u32, signed: bool) -> Field {
+        Field { name: name.into(), c_type: String::new(), kind, offset, size, count, signed }
+    }
+
+    /// A made-up entry with one field of every kind; located data starts at 56.
+    fn layout() -> Vec<Field> {
+        vec![
+            field("common_type", FieldType::Unsigned, 0, 2, 1, false),
+            field("common_pid", FieldType::Signed, 4, 4, 1, true),
+            field("errno", FieldType::Signed, 8, 4, 1, true),
+            field("comm", FieldType::Text, 12, 16, 1, false),
+            field("filename", FieldType::DynamicText, 28, 4, 1, false),
+            field("args", FieldType::Array, 32, 16, 2, false),
+            field("delta", FieldType::Signed, 48, 1, 1, true),
+            field("flags", FieldType::Unsigned, 49, 1, 1, false),
+            field("payload", FieldType::DynamicBytes, 52, 4, 1, false),
+        ]
+    }
+
+    fn loc(offset: u32, len: u32) -> [u8; 4] {
+        (len << 16 | offset).to_le_bytes()
+    }
+
+    fn entry() -> Vec<u8> {
+        let mut d = vec![0u8; 56];
+        put(&mut d, 0, &0x1234u16.to_le_bytes());
+        put(&mut d, 4, &4242i32.to_le_bytes());
+        put(&mut d, 8, &(-13i32).to_le_bytes());
+        put(&mut d, 12, b"bash\0\0\0\0\0\0\0\0\0\0\0\0");
+        put(&mut d, 28, &loc(56, 9));
+        put(&mut d, 32, &7u64.to_le_bytes());
+        put(&mut d, 40, &u64::MAX.to_le_bytes());
+        put(&mut d, 48, &[0xfd, 0xfd]);
+        put(&mut d, 52, &loc(65, 3));
+        d.extend_from_slice(b"/bin/ls\0\0");
+        d.extend_from_slice(&[0, 1, 0xff]);
+        d
+    }
+
+    fn install(sub: u32) {
+        let probe = "tracepoint:test:every_kind".to_string();
+        testing::set_schema(sub, ProbeSchema { probe, fields: layout(), args: vec![] });
+    }
+
+    fn tp(batch: &[u8]) -> Tracepoint<'_> {
+        match Records::new(batch).next().and_then(Event::new) {
+            Some(Event::Tracepoint(tp)) => tp,
+            other => panic!("not a tracepoint: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_field_kind_decodes_by_name() {
+        install(0);
+        let b = t::tracepoint(7, 0, 301, &entry());
+        let tp = tp(&b);
+        assert_eq!((tp.event_id(), tp.truncated(), tp.data().len()), (301, false, 68));
+        assert_eq!(tp.field("common_type"), Some(FieldValue::Unsigned(0x1234)));
+        assert_eq!(tp.i64("common_pid"), Some(4242));
+        assert_eq!(tp.field("errno"), Some(FieldValue::Signed(-13)));
+        assert_eq!(tp.u64("errno"), Some(-13i64 as u64));
+        assert_eq!(tp.i64("delta"), Some(-3));
+        assert_eq!(tp.u64("flags"), Some(0xfd));
+        assert_eq!(tp.str("comm").as_deref(), Some("bash"));
+        assert_eq!(tp.str("filename").as_deref(), Some("/bin/ls"));
+        assert_eq!(tp.field("payload"), Some(FieldValue::Bytes(&[0, 1, 0xff])));
+        let Some(FieldValue::Array(args)) = tp.field("args") else { panic!() };
+        assert_eq!((args.len(), args.elem_size(), args.is_signed()), (2, 8, false));
+        assert_eq!(args.iter().collect::<Vec<_>>(), [7, u64::MAX]);
+        assert_eq!(args.get(2), None);
+        assert_eq!(tp.field("nosuch"), None);
+        assert_eq!(tp.str("errno"), None, "an integer is not text");
+        assert_eq!(tp.u64("comm"), None, "text is not an integer");
+    }
+
+    #[test]
+    fn field_values_display_and_become_row_values() {
+        install(0);
+        let b = t::tracepoint(7, 0, 301, &entry());
+        let tp = tp(&b);
+        let shown = |name| tp.field(name).unwrap().to_string();
+        assert_eq!([shown("errno"), shown("comm"), shown("payload"), shown("args")], [
+            "-13",
+            "bash",
+            "\\x00\\x01\\xff",
+            "[7,18446744073709551615]"
+        ]);
+        assert_eq!(Value::from(tp.field("errno").unwrap()), Value::Int(-13));
+        assert_eq!(Value::from(tp.field("filename").unwrap()), Value::Text("/bin/ls".into()));
+        let signed = IntArray { bytes: &[0xff, 0x01], elem: 1, signed: true };
+        assert_eq!(FieldValue::Array(signed).to_string(), "[-1,1]");
+    }
+
+    #[test]
+    fn corrupt_locators_and_cut_entries_read_as_none() {
+        install(0);
+        for bad in [loc(56, 200), loc(0xffff, 1), loc(60, 9), u32::MAX.to_le_bytes()] {
+            let mut d = entry();
+            put(&mut d, 28, &bad);
+            let b = t::tracepoint(7, 0, 301, &d);
+            assert_eq!(tp(&b).field("filename"), None, "locator {bad:?}");
+            assert_eq!(tp(&b).i64("errno"), Some(-13), "other fields still read");
+        }
+        // An entry cut after 40 bytes: fields past the cut and located data are gone.
+        let b = t::tracepoint(7, 0, 301, &entry()[..40]);
+        let tp = tp(&b);
+        assert_eq!(tp.str("comm").as_deref(), Some("bash"));
+        assert_eq!((tp.field("args"), tp.field("delta"), tp.field("filename")), (None, None, None));
+    }
+
+    #[test]
+    fn lengths_that_lie_stay_inside_the_record() {
+        install(0);
+        let mut b = t::tracepoint(7, 0, 301, &entry());
+        put(&mut b, tracepoint::DATA_LEN, &u32::MAX.to_le_bytes());
+        assert_eq!(tp(&b).data().len(), b.len() - tracepoint::DATA);
+        let b = t::with_stacks(t::tracepoint(7, 0, 301, &entry()), &[1, 2], &[3]);
+        assert_eq!(tp(&b).data(), &entry()[..], "the stack trailer is not data");
+        assert_eq!(tp(&b).str("filename").as_deref(), Some("/bin/ls"));
+    }
+
+    #[test]
+    fn layouts_this_sdk_cannot_read_give_none() {
+        let data = [0xaau8; 32];
+        for f in [
+            field("odd", FieldType::Signed, 0, 3, 1, true),
+            field("huge", FieldType::Unsigned, 0, 16, 1, false),
+            field("zero", FieldType::Array, 0, 8, 0, false),
+            field("ragged", FieldType::Array, 0, 9, 3, false),
+            field("wide", FieldType::Array, 0, 32, 2, false),
+            field("far", FieldType::Unsigned, u32::MAX, 8, 1, false),
+            field("dyn", FieldType::DynamicText, u32::MAX - 1, 4, 1, false),
+        ] {
+            assert_eq!(FieldRef::new(0, &f).decode(&data), None, "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn random_entries_never_panic() {
+        let refs: Vec<FieldRef> = layout().iter().map(|f| FieldRef::new(0, f)).collect();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as u8
+        };
+        for round in 0..3000 {
+            let mut d = entry();
+            for _ in 0..1 + round % 6 {
+                let i = usize::from(next()) % d.len();
+                d[i] = next();
+            }
+            d.truncate(d.len() - usize::from(next()) % d.len());
+            for r in &refs {
+                if let Some(v) = r.decode(&d) {
+                    let _ = v.to_string();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn schemas_are_fetched_once_per_subscription() {
+        install(0);
+        install(1);
+        let before = testing::schema_calls();
+        let batch: Vec<u8> = [0u16, 1, 0, 1, 5, 5].iter().flat_map(|&sub| t::tracepoint(7, sub, 1, &entry())).collect();
+        for rec in Records::new(&batch) {
+            let Some(Event::Tracepoint(tp)) = Event::new(rec) else { panic!() };
+            let _ = (tp.field("comm"), tp.field("errno"));
+        }
+        assert_eq!(testing::schema_calls() - before, 3, "subs 0, 1 and the unknown 5");
+        assert!(schema(5).is_none());
+        assert_eq!(schema(1).unwrap().probe(), "tracepoint:test:every_kind");
+    }
+
+    #[test]
+    fn field_refs_read_only_their_own_subscription() {
+        install(0);
+        let mut other = layout();
+        other[2].offset = 4; // `errno` elsewhere in sub 1's entries
+        testing::set_schema(1, ProbeSchema { probe: "tracepoint:test:other".into(), fields: other, args: vec![] });
+        let (b0, b1) = (t::tracepoint(7, 0, 1, &entry()), t::tracepoint(7, 1, 1, &entry()));
+        let errno = schema(0).unwrap().field_ref("errno").unwrap();
+        assert_eq!((errno.sub(), errno.kind()), (0, FieldType::Signed));
+        assert_eq!(tp(&b0).get(&errno), Some(FieldValue::Signed(-13)));
+        assert_eq!(tp(&b1).get(&errno), None);
+
+        let mut lazy = LazyField::new("errno");
+        assert_eq!(lazy.name(), "errno");
+        assert_eq!(lazy.get(&tp(&b0)).and_then(|v| v.as_i64()), Some(-13));
+        assert_eq!(lazy.get(&tp(&b1)).and_then(|v| v.as_i64()), Some(4242), "sub 1's layout");
+        assert_eq!(lazy.get(&tp(&b0)).and_then(|v| v.as_i64()), Some(-13));
+        assert_eq!(LazyField::new(String::from("nosuch")).get(&tp(&b0)), None);
+    }
+
+    #[test]
+    fn without_a_schema_fields_are_none_but_data_is_there() {
+        let b = t::tracepoint(7, 3, 1, &entry());
+        assert_eq!(tp(&b).field("errno"), None);
+        assert!(tp(&b).schema().is_none());
+        assert_eq!(tp(&b).data(), &entry()[..]);
     }
 }

@@ -83,7 +83,7 @@ fn list_probes(pattern: &str, lines: &mut Vec<String>) -> anyhow::Result<()> {
             let mut f = Vec::new();
             if verbose {
                 let format = tracefs::read_format(root, &cat, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
-                f.extend(format.fields.iter().filter(|f| !f.common).map(|f| format!("{} {};", f.c_type, f.name)));
+                f.extend(format.fields.iter().filter(|f| !f.common).map(declaration));
             }
             names.push((probe, f));
         }
@@ -101,6 +101,15 @@ fn list_probes(pattern: &str, lines: &mut Vec<String>) -> anyhow::Result<()> {
         lines.push("Not available on this kernel: kprobe/kretprobe (CONFIG_KPROBES off), fentry/fexit (refused), hardware counters.".into());
     }
     Ok(())
+}
+
+/// A field as its format file declares it: `int sig;`, `char comm[16];`, `__data_loc char[] name;`.
+fn declaration(f: &tracefs::Field) -> String {
+    let fixed_array = matches!(f.kind, tracefs::FieldKind::Text | tracefs::FieldKind::Array);
+    match f.c_type.find('[') {
+        Some(i) if fixed_array => format!("{} {}{};", f.c_type[..i].trim_end(), f.name, &f.c_type[i..]),
+        _ => format!("{} {};", f.c_type, f.name),
+    }
 }
 
 fn list_functions(pattern: &str, rest: &str, lines: &mut Vec<String>) -> anyhow::Result<()> {

@@ -9,6 +9,8 @@ use wasmtap_sdk::{
 };
 
 const PROBE: &str = "tracepoint:raw_syscalls:sys_enter";
+/// The plan's subscription of the `interval` timer, when there is one.
+const INTERVAL: u32 = 1;
 const NS_PER_MS: u64 = 1_000_000;
 
 struct Syscount {
@@ -44,8 +46,11 @@ impl Plugin for Syscount {
     fn start(params: &Params) -> Result<(Self, Plan), String> {
         let top = u32::try_from(params.int("top")).map_err(|_| format!("top: must be between 0 and {}", u32::MAX))?;
         let filter = Filter { syscalls: parse_syscalls(params.text("syscall"))?, ..Filter::default() };
-        let tick_ms = interval_ms(params.duration_ns("interval"))?;
-        let plan = Plan::new(vec![Subscription::new(PROBE).with_filter(filter)]).with_tick_ms(tick_ms);
+        let mut subscriptions = vec![Subscription::new(PROBE).with_filter(filter)];
+        if let Some(ms) = interval_ms(params.duration_ns("interval"))? {
+            subscriptions.push(Subscription::new(&format!("interval:ms:{ms}")));
+        }
+        let plan = Plan::new(subscriptions);
         let me = Syscount { top, by_syscall: Counts::new(), by_process: Counts::new() };
         Ok((me, plan))
     }
@@ -57,7 +62,10 @@ impl Plugin for Syscount {
         }
     }
 
-    fn on_tick(&mut self, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
+    fn on_tick(&mut self, sub: u32, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
+        if sub != INTERVAL {
+            return Vec::new();
+        }
         let aggs = self.aggregations();
         self.by_syscall.clear();
         self.by_process.clear();
@@ -97,15 +105,13 @@ fn parse_syscalls(list: &str) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// The tick period for `interval`; `0` (off) stays 0.
-fn interval_ms(ns: u64) -> Result<u32, String> {
-    if ns == 0 {
-        return Ok(0);
+/// The timer period for `interval`, in whole milliseconds; `None` for 0 (off).
+fn interval_ms(ns: u64) -> Result<Option<u64>, String> {
+    match ns {
+        0 => Ok(None),
+        1..NS_PER_MS => Err("interval: must be 0 (off) or at least 1ms".to_string()),
+        _ => Ok(Some(ns / NS_PER_MS)),
     }
-    if ns < NS_PER_MS {
-        return Err("interval: must be 0 (off) or at least 1ms".to_string());
-    }
-    u32::try_from(ns / NS_PER_MS).map_err(|_| "interval: too long".to_string())
 }
 
 export_plugin!(Syscount);
@@ -126,15 +132,34 @@ mod tests {
         assert!(err.contains("'opne'"), "{err}");
     }
 
+    fn probes(plan: &Plan) -> Vec<&str> {
+        plan.subscriptions.iter().map(|s| s.probe.as_str()).collect()
+    }
+
     #[test]
-    fn interval_sets_the_tick() {
-        let params = Params::from_pairs(&[("top", "5"), ("syscall", ""), ("interval", "1000000000")]);
+    fn interval_subscribes_to_a_timer() {
+        let params = Params::from_pairs(&[("top", "5"), ("syscall", ""), ("interval", "1500000000")]);
         let (_, plan) = Syscount::start(&params).unwrap();
-        assert_eq!(plan.tick_ms, Some(1000));
-        assert_eq!(plan.subscriptions[0].probe, PROBE);
+        assert_eq!(probes(&plan), [PROBE, "interval:ms:1500"]);
+        assert_eq!(plan.subscriptions[INTERVAL as usize].filter, Filter::default());
         let (_, plan) = Syscount::start(&Params::from_pairs(&[("interval", "0")])).unwrap();
-        assert_eq!(plan.tick_ms, None);
+        assert_eq!(probes(&plan), [PROBE]);
         assert!(Syscount::start(&Params::from_pairs(&[("interval", "10")])).is_err());
         assert!(Syscount::start(&Params::from_pairs(&[("top", "-1")])).is_err());
+    }
+
+    #[test]
+    fn each_interval_prints_and_clears_the_counts() {
+        let (mut me, _) = Syscount::start(&Params::from_pairs(&[("top", "5"), ("interval", "1000000")])).unwrap();
+        me.by_syscall.add(Syscall(0), 3);
+        me.by_process.add(Comm::new(b"cat"), 3);
+        let mut out = Output::new();
+        assert!(me.on_tick(7, 0, &mut out).is_empty(), "another subscription's tick");
+        let aggs = me.on_tick(INTERVAL, 1_000_000, &mut out);
+        let values: Vec<i64> = aggs.iter().flat_map(|a| a.entries.iter().map(|e| e.value)).collect();
+        assert_eq!(values, [3, 3]);
+        assert!(me.by_syscall.is_empty() && me.by_process.is_empty());
+        let aggs = me.on_tick(INTERVAL, 2_000_000, &mut out);
+        assert!(aggs.iter().all(|a| a.entries.is_empty()), "the next interval starts from zero");
     }
 }
