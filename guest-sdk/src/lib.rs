@@ -11,10 +11,12 @@
 //!
 //! 1. [`Plugin::info`] names it and declares its parameters ([`ParamSpec`]).
 //! 2. [`Plugin::start`] reads the validated [`Params`] and returns the plugin's state
-//!    and a [`Plan`]: which probes to subscribe to (with kernel-side [`Filter`]s),
-//!    which tables it will print rows into, and how often it wants a tick.
-//! 3. [`Plugin::on_event`] sees each [`Event`]; [`Plugin::on_tick`] runs every
-//!    `tick-ms` and may return [`Aggregation`]s to print now.
+//!    and a [`Plan`]: which probes to subscribe to (with kernel-side filters and
+//!    predicates, and the stacks to record: [`Subscription`]'s builders) and which
+//!    tables it will print rows into. Timers are subscriptions too:
+//!    `Subscription::new("interval:s:1")`, `"begin"`, `"end"`.
+//! 3. [`Plugin::on_event`] sees each [`Event`]; [`Plugin::on_tick`] runs when a timer
+//!    or `begin`/`end` subscription fires and may return [`Aggregation`]s to print now.
 //! 4. [`Plugin::finish`] returns the final aggregations.
 //!
 //! Build with the workspace's `wasm` profile for `wasm32-wasip2`; rustc emits the
@@ -75,12 +77,81 @@
 //!
 //! The host prints the result bpftrace-style (`@exec[sh]: 12`).
 //!
+//! # Example: any tracepoint, by its fields
+//!
+//! A `tracepoint:CAT:NAME` event is the kernel's raw entry ([`Tracepoint`]); the SDK
+//! decodes its fields with the layout the host read from tracefs, fetched once per
+//! subscription. Predicates on numeric fields run in the kernel.
+//!
+//! ```no_run
+//! use wasmtap_sdk::{
+//!     export_plugin, AggOrder, Aggregation, CmpOp, Comm, Counts, Event, LazyField, Output,
+//!     Params, Plan, Plugin, PluginInfo, Subscription,
+//! };
+//!
+//! /// Who sends SIGKILL, to which programs? (bpftrace's `killsnoop`, counted.)
+//! struct Kills {
+//!     target: LazyField,
+//!     by_sender: Counts<(Comm, String)>,
+//! }
+//!
+//! impl Plugin for Kills {
+//!     fn info() -> PluginInfo {
+//!         PluginInfo::new("kills", "0.1.0", "Who sends SIGKILL, to whom?", vec![])
+//!     }
+//!
+//!     fn start(_: &Params) -> Result<(Self, Plan), String> {
+//!         let sub = Subscription::new("tracepoint:signal:signal_generate").when("sig", CmpOp::Eq, 9);
+//!         let me = Kills { target: LazyField::new("comm"), by_sender: Counts::new() };
+//!         Ok((me, Plan::new(vec![sub])))
+//!     }
+//!
+//!     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
+//!         let Event::Tracepoint(tp) = ev else { return };
+//!         // By name: `tp.str("comm")`. Through a LazyField the name is looked up once.
+//!         let target = self.target.get(tp).map(|v| v.to_string()).unwrap_or_default();
+//!         self.by_sender.add((ev.comm_key(), target), 1);
+//!     }
+//!
+//!     fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
+//!         let keys = ["sender", "target"];
+//!         vec![self.by_sender.to_aggregation("kills", "", &keys, AggOrder::ValueAscending, 0)]
+//!     }
+//! }
+//!
+//! export_plugin!(Kills);
+//! ```
+//!
+//! # Stacks
+//!
+//! Ask for stacks with [`Subscription::stacks`]; [`Event::stack`] turns an event's into
+//! a [`Stack`] key for [`Counts`], and [`Counts::to_stack_aggregation`] symbolizes the
+//! reported stacks in as few host calls as possible and renders them bpftrace-style or
+//! folded for `flamegraph.pl` ([`StackStyle`]). [`symbolize`], [`render_stack`] and
+//! [`render_folded`] are there for anything else.
+//!
+//! ```
+//! use wasmtap_sdk::{Counts, Event, Stack};
+//! fn on_event(profile: &mut Counts<Stack>, ev: &Event<'_>) {
+//!     if let Some(stack) = ev.stack() {
+//!         profile.add(stack, 1); // @[kstack, ustack] = count()
+//!     }
+//! }
+//! ```
+//!
 //! # What a plugin can reach
 //!
 //! Only the host's interface: rows and text through [`Output`], diagnostics through
-//! [`log`], and the clocks ([`monotonic_ns`], [`wall_ns`]). There are no files, no
-//! network, no environment. Keep maps on [`FxHashMap`] or [`Counts`]: `std`'s default
-//! hasher would pull in `wasi:random`.
+//! [`log`], the clocks ([`monotonic_ns`], [`wall_ns`]), its subscriptions' layouts
+//! ([`schema`]) and symbols ([`symbolize`]). There are no files, no network, no
+//! environment. Keep maps on [`FxHashMap`] or [`Counts`]: `std`'s default hasher would
+//! pull in `wasi:random`.
+//!
+//! # Testing a plugin
+//!
+//! A plugin's unit tests run natively (`cargo test`), where there is no host:
+//! [`Params::from_pairs`] builds parameters, [`Output::rows`] and [`Output::text`] show
+//! what it printed, and `testing` stands in for the host's `schema` and `symbolize`.
 
 mod counts;
 mod event;

@@ -71,9 +71,10 @@ impl Stack {
 
     /// One `symbolize` request per non-empty side.
     fn requests(&self) -> impl Iterator<Item = StackRequest> + '_ {
-        [(self.kernel(), true), (self.user(), false)].into_iter().filter(|(addrs, _)| !addrs.is_empty()).map(
-            |(addrs, kernel)| StackRequest { pid: self.pid, kernel, addrs: addrs.to_vec() },
-        )
+        [(self.kernel(), true), (self.user(), false)]
+            .into_iter()
+            .filter(|(addrs, _)| !addrs.is_empty())
+            .map(|(addrs, kernel)| StackRequest { pid: self.pid, kernel, addrs: addrs.to_vec() })
     }
 }
 
@@ -344,10 +345,13 @@ mod tests {
 
     #[test]
     fn stacks_render_like_bpftrace_and_folded_like_flamegraph() {
-        let frames = [named(0xffff_0013), named(0xffff_0025), named(0x1031), Frame::unknown(0x7f00), Frame {
-            module: "/usr/lib/libc.so.6".into(),
-            ..Frame::unknown(0x7f10)
-        }];
+        let frames = [
+            named(0xffff_0013),
+            named(0xffff_0025),
+            named(0x1031),
+            Frame::unknown(0x7f00),
+            Frame { module: "/usr/lib/libc.so.6".into(), ..Frame::unknown(0x7f10) },
+        ];
         assert_eq!(
             render_stack(&frames),
             "\n        fffff001+3\n        fffff002+5\n        f103+1\n        0x7f00\n        0x7f10\n"

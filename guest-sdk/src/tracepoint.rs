@@ -363,8 +363,35 @@ impl LazyField {
     }
 }
 
-/// Any tracepoint (`tracepoint:CAT:NAME`), with the kernel's raw entry. Read its
-/// fields by name or through a [`FieldRef`]; see the [module docs](self).
+/// Any tracepoint (`tracepoint:CAT:NAME`), with the kernel's raw entry.
+///
+/// Where each field sits comes from tracefs (`events/CAT/NAME/format`), which the host
+/// hands over as the subscription's [`Schema`]. Two ways to read a field:
+///
+/// - by name, [`field`](Self::field) (or [`u64`](Self::u64), [`i64`](Self::i64),
+///   [`str`](Self::str)): a lookup in the cached schema per call;
+/// - through a [`FieldRef`] resolved once ([`Schema::field_ref`]) and kept in the
+///   plugin's state, [`get`](Self::get): a bounds-checked load at a known offset, no
+///   lookup. [`LazyField`] does the resolving on first use.
+///
+/// A corrupt locator, a field past a truncated entry or a layout that does not fit
+/// reads as `None`, never a panic.
+///
+/// ```
+/// use wasmtap_sdk::{Event, LazyField};
+///
+/// struct Kills {
+///     sig: LazyField,
+/// }
+///
+/// impl Kills {
+///     fn on_event(&mut self, ev: &Event<'_>) -> Option<i64> {
+///         let Event::Tracepoint(tp) = ev else { return None };
+///         self.sig.get(tp)?.as_i64()
+///     }
+/// }
+/// let _ = Kills { sig: LazyField::new("sig") };
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Tracepoint<'a>(pub(crate) Record<'a>);
 
@@ -515,12 +542,10 @@ mod tests {
         let b = t::tracepoint(7, 0, 301, &entry());
         let tp = tp(&b);
         let shown = |name| tp.field(name).unwrap().to_string();
-        assert_eq!([shown("errno"), shown("comm"), shown("payload"), shown("args")], [
-            "-13",
-            "bash",
-            "\\x00\\x01\\xff",
-            "[7,18446744073709551615]"
-        ]);
+        assert_eq!(
+            [shown("errno"), shown("comm"), shown("payload"), shown("args")],
+            ["-13", "bash", "\\x00\\x01\\xff", "[7,18446744073709551615]"]
+        );
         assert_eq!(Value::from(tp.field("errno").unwrap()), Value::Int(-13));
         assert_eq!(Value::from(tp.field("filename").unwrap()), Value::Text("/bin/ls".into()));
         let signed = IntArray { bytes: &[0xff, 0x01], elem: 1, signed: true };

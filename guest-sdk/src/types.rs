@@ -56,7 +56,12 @@ impl Subscription {
     /// stacks. Timers are probes too: `interval:ms:500`, `interval:s:1`, `begin`, `end`
     /// call [`Plugin::on_tick`](crate::Plugin::on_tick) with this subscription's index.
     pub fn new(probe: &str) -> Self {
-        Subscription { probe: probe.to_string(), filter: Filter::default(), stacks: StackMode::empty(), optional: false }
+        Subscription {
+            probe: probe.to_string(),
+            filter: Filter::default(),
+            stacks: StackMode::empty(),
+            optional: false,
+        }
     }
 
     /// The same subscription with `filter` pushed into the kernel, replacing any

@@ -210,3 +210,93 @@ fn unknown_and_unsupported_probes_name_the_probe_and_the_reason() {
         assert_eq!(err.lines().count(), 1, "{probe}: one line: {err}");
     }
 }
+
+#[test]
+fn a_cgroup_filter_keeps_only_the_tasks_in_that_cgroup() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let root = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .into_iter()
+        .find(|r| {
+            std::path::Path::new(r).join("cgroup.procs").exists()
+                && std::path::Path::new(r).join("cgroup.subtree_control").exists()
+        })
+        .expect("a cgroup v2 mount");
+    let name = format!("wasmtap-test-{}", std::process::id());
+    let dir = std::path::Path::new(root).join(&name);
+    std::fs::create_dir_all(&dir).expect("create a cgroup");
+    let w = workload("write_sizes");
+    let tracer = wasmtap()
+        .args(["run", wasm("probe").to_str().unwrap(), "--param", "probe=syscall:write:entry"])
+        .args(["--param", "where=count>4096", "--param", &format!("cgroup={name}"), "-d", "4"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start wasmtap");
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    // One run inside the cgroup, one outside: only the first may be counted.
+    let inside = format!("echo $$ > {}/cgroup.procs && exec {}", dir.display(), w.display());
+    assert!(std::process::Command::new("sh").args(["-c", &inside]).status().unwrap().success());
+    assert!(std::process::Command::new(&w).status().unwrap().success());
+    let o = tracer.wait_with_output().expect("wasmtap ends");
+    let _ = std::fs::remove_dir(&dir);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    assert_eq!(map_value(&out, "events", "syscall:write:entry"), Some(200), "{out}");
+}
+
+#[test]
+fn interval_begin_and_end_fire_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let (out, _) = probe_run("syscall:getppid:entry", &["every=300ms"], "sleep 1.1", &[]);
+    let marks: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| matches!(*w, "begin" | "tick" | "end"))
+        .collect();
+    assert_eq!(marks, ["begin", "tick", "tick", "tick", "end"], "{out}");
+}
+
+#[test]
+fn recorded_tracepoints_and_stacks_replay_without_privileges() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("wasmtap-probes-rr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (probe, mode, cmd) in [
+        ("tracepoint:signal:signal_generate", "fields", workload("signals").display().to_string()),
+        ("profile:hz:99", "symbols", format!("{} 1000", workload("spin_func").display())),
+    ] {
+        let file = dir.join(format!("probes-{mode}.wtrec"));
+        let plugin = wasm("probe");
+        let params = ["--param", &format!("probe={probe}"), "--param", &format!("mode={mode}")];
+        let o = run(wasmtap().arg("record").arg(&plugin).args(params).args(["-c", &cmd, "-o"]).arg(&file));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let live: String =
+            stdout(&o).lines().filter(|l| l.contains('=') || l.starts_with('@')).map(|l| format!("{l}\n")).collect();
+        std::process::Command::new("chmod").args(["-R", "a+rX"]).arg(&dir).status().unwrap();
+        let replay = run(std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(wasmtap_bin())
+            .arg("replay")
+            .arg(&file)
+            .arg(&plugin)
+            .args(params));
+        assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+        let replayed: String = stdout(&replay)
+            .lines()
+            .filter(|l| l.contains('=') || l.starts_with('@'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(replayed, live, "{probe}: replay as nobody must print what the live run printed");
+        assert!(live.contains("wasmtap_hot_loop") || mode != "symbols", "{live}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

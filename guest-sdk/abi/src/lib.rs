@@ -52,16 +52,8 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in numeric order.
-    pub const ALL: [Kind; 8] = [
-        Kind::SysEnter,
-        Kind::SysExit,
-        Kind::Exec,
-        Kind::Fork,
-        Kind::Exit,
-        Kind::Tracepoint,
-        Kind::User,
-        Kind::Sample,
-    ];
+    pub const ALL: [Kind; 8] =
+        [Kind::SysEnter, Kind::SysExit, Kind::Exec, Kind::Fork, Kind::Exit, Kind::Tracepoint, Kind::User, Kind::Sample];
 
     /// The kind with this number, if any.
     pub fn from_u16(v: u16) -> Option<Kind> {

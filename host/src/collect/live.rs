@@ -138,7 +138,10 @@ impl Live {
             .name("wasmtap-ring".into())
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
-        Ok((Live { objects, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed }, ChunkReceiver { rx, in_flight }))
+        Ok((
+            Live { objects, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed },
+            ChunkReceiver { rx, in_flight },
+        ))
     }
 
     /// Add a process to the target set of every collector (for `-c`, before it execs).

@@ -204,13 +204,15 @@ impl Reader {
     /// current position in a second handle. Errors like `next_chunk` would.
     pub fn peek_trailer(&self) -> Result<Trailer, RecordingError> {
         use std::io::{Seek, SeekFrom};
-        let mut f = File::open(&self.path).map_err(|source| RecordingError::Open { path: self.path.clone(), source })?;
+        let mut f =
+            File::open(&self.path).map_err(|source| RecordingError::Open { path: self.path.clone(), source })?;
         let mut at = self.offset;
         let corrupt = |offset, reason: String| RecordingError::Corrupt { path: self.path.clone(), offset, reason };
         loop {
             f.seek(SeekFrom::Start(at)).map_err(|e| corrupt(at, e.to_string()))?;
             let mut head = [0u8; 5];
-            f.read_exact(&mut head).map_err(|_| corrupt(at, "file ends without a trailer (recording cut short?)".into()))?;
+            f.read_exact(&mut head)
+                .map_err(|_| corrupt(at, "file ends without a trailer (recording cut short?)".into()))?;
             let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
             match head[0] {
                 TAG_CHUNK if len <= MAX_CHUNK => at += 5 + len as u64,

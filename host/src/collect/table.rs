@@ -245,7 +245,12 @@ impl Source<'_> {
                 tracefs::ensure_mounted();
                 let root = std::path::Path::new(tracefs::ROOT);
                 match tracefs::read_format(root, "syscalls", &format!("sys_enter_{name}")) {
-                    Ok(f) => f.fields.iter().filter(|f| !f.common && f.name != "__syscall_nr").map(|f| f.name.clone()).collect(),
+                    Ok(f) => f
+                        .fields
+                        .iter()
+                        .filter(|f| !f.common && f.name != "__syscall_nr")
+                        .map(|f| f.name.clone())
+                        .collect(),
                     Err(_) => generic(),
                 }
             }
@@ -266,7 +271,12 @@ fn usdt_arg(a: &elf::UsdtArg) -> UsdtArg {
 pub fn tracepoint_field(format: &Format, field: &str) -> Result<FieldLoc, String> {
     let f = format.fields.iter().find(|f| f.name == field).ok_or_else(|| {
         let names: Vec<&str> = format.fields.iter().filter(|f| !f.common).map(|f| f.name.as_str()).collect();
-        format!("tracepoint `{}:{}` has no field `{field}` (it has: {})", format.category, format.name, names.join(", "))
+        format!(
+            "tracepoint `{}:{}` has no field `{field}` (it has: {})",
+            format.category,
+            format.name,
+            names.join(", ")
+        )
     })?;
     match f.kind {
         FieldKind::Signed | FieldKind::Unsigned if matches!(f.size, 1 | 2 | 4 | 8) => {

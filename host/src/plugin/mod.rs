@@ -417,7 +417,10 @@ fn parse_subs(plugin: &str, plan: &Plan, warnings: &mut Vec<String>) -> Result<V
         if f.uids.len() > 256 || f.comms.len() > 256 || f.pids.len() > 16384 || f.cgroups.len() > 64 {
             return Err(PluginError::BadPlan {
                 plugin: plugin.into(),
-                reason: format!("filter of `{}` is too large (at most 256 uids and comms, 16384 pids, 64 cgroups)", s.probe),
+                reason: format!(
+                    "filter of `{}` is too large (at most 256 uids and comms, 16384 pids, 64 cgroups)",
+                    s.probe
+                ),
             });
         }
         let comms: Vec<[u8; 16]> = f.comms.iter().map(|c| crate::collect::live::comm_key(c)).collect();
@@ -488,8 +491,9 @@ impl PluginSet {
                         if replay {
                             return Err(PluginError::BadPlan {
                                 plugin,
-                                reason: "cgroup filters cannot be replayed (cgroup ids belong to the recording machine)"
-                                    .into(),
+                                reason:
+                                    "cgroup filters cannot be replayed (cgroup ids belong to the recording machine)"
+                                        .into(),
                             });
                         }
                         let cg = match self.cgroups.get(name) {
@@ -642,7 +646,10 @@ impl PluginSet {
 
     /// Warnings collected while starting (skipped optional probes).
     pub fn warnings(&self) -> Vec<String> {
-        self.runners.iter().flat_map(|r| r.stats.warnings.iter().map(move |w| format!("{}: {w}", r.info.name))).collect()
+        self.runners
+            .iter()
+            .flat_map(|r| r.stats.warnings.iter().map(move |w| format!("{}: {w}", r.info.name)))
+            .collect()
     }
 }
 
@@ -657,11 +664,8 @@ fn resolve_sub(
     source: &Source<'_>,
 ) -> Result<(), String> {
     let preds = &wire.filter.predicates;
-    let schema = |fields: Vec<types::Field>, args: Vec<String>| types::ProbeSchema {
-        probe: wire.probe.clone(),
-        fields,
-        args,
-    };
+    let schema =
+        |fields: Vec<types::Field>, args: Vec<String>| types::ProbeSchema { probe: wire.probe.clone(), fields, args };
     match spec {
         ProbeSpec::Syscall { kind, nr } => {
             sub.matcher = Matcher::Kind(*kind);
@@ -737,7 +741,10 @@ fn resolve_sub(
                 if ret { vec!["retval".to_string()] } else { (0..nargs).map(|i| format!("arg{i}")).collect() };
             let locate = |field: &str| -> Result<FieldLoc, String> {
                 let i = args.iter().position(|a| a == field).ok_or_else(|| {
-                    format!("no value `{field}` to compare (it has: {})", if args.is_empty() { "none".into() } else { args.join(", ") })
+                    format!(
+                        "no value `{field}` to compare (it has: {})",
+                        if args.is_empty() { "none".into() } else { args.join(", ") }
+                    )
                 })?;
                 Ok(FieldLoc { off: (wasmtap_abi::user::ARGS + 8 * i) as u16, size: 8, signed: true })
             };
@@ -785,7 +792,10 @@ fn resolve_sub(
                 Some(&i) => {
                     let e = &mut table.perf[i];
                     if e.freq != freq || e.period != period {
-                        return Err(format!("`{}` asks for a different rate than another subscription to {name}", wire.probe));
+                        return Err(format!(
+                            "`{}` asks for a different rate than another subscription to {name}",
+                            wire.probe
+                        ));
                     }
                     e.stacks |= sub.stacks;
                     if e.preds != kernel_preds(&sub.preds) {

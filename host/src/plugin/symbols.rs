@@ -8,9 +8,9 @@ use std::sync::mpsc::{channel, Sender};
 
 use wasmtap_abi::{Kind, Records};
 
+use crate::collect::recording::SymbolEntry as Recorded;
 use crate::sandbox::types;
 use crate::sandbox::Symbols;
-use crate::collect::recording::SymbolEntry as Recorded;
 use crate::symbolize::{Frame, Symbolizer};
 
 /// Distinct addresses kept for a recording's symbol table, at most.
@@ -73,11 +73,8 @@ impl Live {
 
     fn ask(&self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<Frame> {
         let (reply, answer) = channel();
-        let req = if kernel {
-            Request::Kernel(addrs.to_vec(), reply)
-        } else {
-            Request::User(pid, addrs.to_vec(), reply)
-        };
+        let req =
+            if kernel { Request::Kernel(addrs.to_vec(), reply) } else { Request::User(pid, addrs.to_vec(), reply) };
         let unknown = || addrs.iter().map(|&addr| Frame { addr, ..Frame::default() }).collect();
         if self.tx.send(req).is_err() {
             return unknown();

@@ -19,7 +19,6 @@ use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-
 wasmtime::component::bindgen!({
     world: "plugin",
     path: "../wit",
@@ -166,8 +165,13 @@ impl Sandbox {
             .table_elements(100_000)
             .trap_on_grow_failure(true)
             .build();
-        let state =
-            StoreState { wasi, table: ResourceTable::new(), limits, stderr, host: host_api::HostState::new(clock, self.symbols.clone()) };
+        let state = StoreState {
+            wasi,
+            table: ResourceTable::new(),
+            limits,
+            stderr,
+            host: host_api::HostState::new(clock, self.symbols.clone()),
+        };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(self.deadline_ticks());
