@@ -37,7 +37,7 @@ fn unknown_probe_names_the_probe_and_a_near_match() {
     let p = wasm("badprobe");
     fails_with(
         &["run", p.to_str().unwrap()],
-        "unknown probe `tracepoint:raw_syscalls:sys_entr` (did you mean `tracepoint:raw_syscalls:sys_enter`?)",
+        "unknown probe `tracepont:raw_syscalls:sys_enter` (did you mean `tracepoint:raw_syscalls:sys_enter`?)",
     );
 }
 

@@ -122,6 +122,8 @@ pub enum ProbeError {
     UnknownSyscall { name: String, syscall: String },
     #[error("bad probe `{name}`: {reason}")]
     Bad { name: String, reason: String },
+    #[error("probe `{name}`: {reason}")]
+    Unresolved { name: String, reason: String },
 }
 
 /// One line of the probe catalog (`wasmtap list` and suggestions).

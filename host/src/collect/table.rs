@@ -288,7 +288,7 @@ pub fn tracepoint_field(format: &Format, field: &str) -> Result<FieldLoc, String
 
 /// Wraps `e` as the probe error a plugin's subscription gets.
 pub fn probe_error(probe: &str, reason: String) -> ProbeError {
-    ProbeError::Bad { name: probe.into(), reason }
+    ProbeError::Unresolved { name: probe.into(), reason }
 }
 
 #[cfg(test)]

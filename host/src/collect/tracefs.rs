@@ -86,6 +86,7 @@ pub struct Field {
     /// `common_*`: present in every record.
     pub common: bool,
     /// A `__rel_loc` locator: its offset counts from the end of this field, not the record start.
+    #[serde(default)] // recordings written without it still load
     pub relative: bool,
 }
 

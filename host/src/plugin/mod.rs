@@ -36,8 +36,8 @@ pub enum PluginError {
     Refused { plugin: String, message: String },
     #[error(transparent)]
     Param(#[from] params::ParamError),
-    #[error("{plugin}: {source}")]
-    Probe { plugin: String, source: ProbeError },
+    #[error("{plugin}: {error}")]
+    Probe { plugin: String, error: ProbeError },
     #[error("{plugin}: bad plan: {reason}")]
     BadPlan { plugin: String, reason: String },
 }
@@ -401,7 +401,7 @@ fn parse_subs(plugin: &str, plan: &Plan, warnings: &mut Vec<String>) -> Result<V
                 warnings.push(format!("optional probe skipped: {e}"));
                 None
             }
-            Err(source) => return Err(PluginError::Probe { plugin: plugin.into(), source }),
+            Err(error) => return Err(PluginError::Probe { plugin: plugin.into(), error }),
         };
         let mut syscalls: BTreeSet<u32> = s.filter.syscalls.iter().copied().collect();
         if let Some(ProbeSpec::Syscall { nr: Some(nr), .. }) = &spec {
@@ -483,7 +483,7 @@ impl PluginSet {
                         r.stats.warnings.push(format!("optional probe `{}` skipped: {reason}", wire.probe));
                         continue;
                     }
-                    return Err(PluginError::Probe { plugin, source: table::probe_error(&wire.probe, reason) });
+                    return Err(PluginError::Probe { plugin, error: table::probe_error(&wire.probe, reason) });
                 }
                 if !wire.filter.cgroups.is_empty() {
                     let mut ids = BTreeSet::new();
