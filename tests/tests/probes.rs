@@ -300,3 +300,27 @@ fn recorded_tracepoints_and_stacks_replay_without_privileges() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn an_optional_probe_the_kernel_lacks_is_skipped_with_a_warning() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let o = run(wasmtap().args([
+        "run",
+        wasm("probe").to_str().unwrap(),
+        "--param",
+        "probe=kprobe:do_sys_openat2",
+        "--param",
+        "optional=true",
+        "--param",
+        "every=100ms",
+        "-d",
+        "1",
+    ]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(err.contains("optional probe skipped") && err.contains("kprobes are not configured"), "{err}");
+    assert!(out.contains("begin 0") && out.contains("end 0"), "the rest of the plan still runs:\n{out}");
+}

@@ -452,7 +452,7 @@ fn attach(
                     prog.attach(
                         PerfEventConfig::Software(event),
                         PerfEventScope::AllProcessesOneCpu { cpu: *cpu },
-                        policy.clone(),
+                        policy,
                         false,
                     )
                     .map_err(|e| attach_error(&format!("{what} on CPU {cpu}"), e))?;
