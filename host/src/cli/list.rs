@@ -147,16 +147,7 @@ fn list_usdt(rest: &str, lines: &mut Vec<String>) -> anyhow::Result<()> {
 
 /// `*` matches any run of characters, `?` any one; everything else matches itself.
 pub fn glob(pattern: &str, name: &str) -> bool {
-    fn go(p: &[u8], n: &[u8]) -> bool {
-        match (p.first(), n.first()) {
-            (None, None) => true,
-            (Some(b'*'), _) => go(&p[1..], n) || (!n.is_empty() && go(p, &n[1..])),
-            (Some(b'?'), Some(_)) => go(&p[1..], &n[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &n[1..]),
-            _ => false,
-        }
-    }
-    go(pattern.as_bytes(), name.as_bytes())
+    tracefs::glob(pattern, name)
 }
 
 #[cfg(test)]

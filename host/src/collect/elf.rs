@@ -272,25 +272,10 @@ fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<
     let limit = (name.chars().count() / 3).max(1);
     candidates
         .filter(|c| c.len().abs_diff(name.len()) <= limit)
-        .map(|c| (edit_distance(name, c), c))
+        .map(|c| (super::probes::edit_distance(name, c), c))
         .filter(|&(d, _)| d <= limit)
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// Looks `name` up in a `glibc-ld.so.cache1.1` cache, alone or after an old `ld.so-1.7.0` one.

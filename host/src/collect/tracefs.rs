@@ -335,7 +335,7 @@ fn nearest(wanted: &str, candidates: impl Iterator<Item = String>) -> Vec<String
     let limit = wanted.chars().count().max(4) / 3;
     let mut near: Vec<(usize, String)> = candidates
         .filter(|c| c.chars().count().abs_diff(wanted.chars().count()) <= limit)
-        .map(|c| (edit_distance(wanted, &c), c))
+        .map(|c| (super::probes::edit_distance(wanted, &c), c))
         .filter(|(d, _)| *d <= limit)
         .collect();
     near.sort();
@@ -352,21 +352,8 @@ fn did_you_mean(near: &[String]) -> String {
     }
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 /// Shell-style matching of the whole `text`: `*` is any run of characters, `?` one character.
-fn glob(pattern: &str, text: &str) -> bool {
+pub fn glob(pattern: &str, text: &str) -> bool {
     let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
     let (mut pi, mut ti, mut star) = (0, 0, None);
     while ti < t.len() {
