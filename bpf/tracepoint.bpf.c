@@ -101,3 +101,208 @@ int wt_tracepoint(void *ctx)
 }
 
 WT_TRACKING_PROGRAMS(wt_tracepoint)
+
+/*
+ * BTF-typed events (`btf:NAME`): the typed arguments of a few tracepoints whose tracefs
+ * records lack what analyses need (the tgid of both tasks of a context switch, the
+ * request pointer that identifies a block I/O from issue to completion, the name of a
+ * slab cache). Each writes a tracepoint record with a fixed layout and an event id of
+ * its own (WT_BTF_*), which the host describes like a tracefs format.
+ */
+#define WT_BTF_SCHED_SWITCH 0x10001
+#define WT_BTF_SCHED_WAKEUP 0x10002
+#define WT_BTF_BLOCK_RQ_ISSUE 0x10003
+#define WT_BTF_BLOCK_RQ_COMPLETE 0x10004
+#define WT_BTF_KMEM_CACHE_ALLOC 0x10005
+
+struct wt_btf_switch {
+	__u64 common;
+	char prev_comm[16];
+	__s32 prev_pid;
+	__s32 prev_tgid;
+	__s32 prev_prio;
+	__u32 preempt;
+	__s64 prev_state;
+	char next_comm[16];
+	__s32 next_pid;
+	__s32 next_tgid;
+	__s32 next_prio;
+	__u32 pad;
+};
+
+struct wt_btf_wakeup {
+	__u64 common;
+	char comm[16];
+	__s32 pid;
+	__s32 tgid;
+	__s32 prio;
+	__s32 target_cpu;
+};
+
+struct wt_btf_rq {
+	__u64 common;
+	__u64 rq;
+	__u32 dev;
+	__u32 nr_sector;
+	__u64 sector;
+	__u32 cmd_flags;
+	__s32 error;
+	__u32 bytes;
+	__u32 pad;
+};
+
+struct wt_btf_kmem {
+	__u64 common;
+	__u64 call_site;
+	__u64 ptr;
+	char name[32];
+	__u32 object_size;
+	__u32 size;
+	__u32 gfp_flags;
+	__s32 node;
+};
+
+/* Start a BTF record: config, filters, header; NULL if it is not to be emitted. */
+static __always_inline __u8 *wt_btf_begin(__u32 id, struct wt_tp_config **cfgp)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct wt_tp_config *cfg = bpf_map_lookup_elem(&TP_CONFIG, &id);
+	struct wt_tracepoint *e;
+	struct trace_entry *common;
+	__u8 *buf;
+
+	if (!cfg || !wt_pass_task(WT_TRACEPOINT, pid_tgid >> 32))
+		return NULL;
+	buf = wt_scratch();
+	if (!buf)
+		return NULL;
+	__builtin_memset(buf + sizeof(*e), 0, 128);
+	e = (struct wt_tracepoint *)buf;
+	wt_fill_header(&e->h, WT_TRACEPOINT, 0);
+	e->event_id = id;
+	common = (struct trace_entry *)(buf + sizeof(*e));
+	common->type = id;
+	common->pid = (__u32)pid_tgid;
+	*cfgp = cfg;
+	return buf;
+}
+
+static __always_inline void wt_btf_end(void *ctx, __u8 *buf, struct wt_tp_config *cfg, __u32 len)
+{
+	struct wt_tracepoint *e = (struct wt_tracepoint *)buf;
+	__u32 size;
+
+	if (!wt_preds_pass(WT_TRACEPOINT, &cfg->preds, buf + sizeof(*e)))
+		return;
+	e->data_len = len;
+	size = (sizeof(*e) + len + 7) & ~7U;
+	if (cfg->stacks)
+		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
+	wt_output(WT_TRACEPOINT, buf, size);
+}
+
+static __always_inline void wt_task_ids(struct task_struct *t, char *comm, __s32 *pid, __s32 *tgid, __s32 *prio)
+{
+	bpf_probe_read_kernel_str(comm, WT_COMM_LEN, t->comm);
+	*pid = BPF_CORE_READ(t, pid);
+	*tgid = BPF_CORE_READ(t, tgid);
+	*prio = BPF_CORE_READ(t, prio);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(wt_btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct wt_tp_config *cfg;
+	__u8 *buf = wt_btf_begin(WT_BTF_SCHED_SWITCH, &cfg);
+	struct wt_btf_switch *d;
+
+	if (!buf)
+		return 0;
+	d = (struct wt_btf_switch *)(buf + sizeof(struct wt_tracepoint));
+	wt_task_ids(prev, d->prev_comm, &d->prev_pid, &d->prev_tgid, &d->prev_prio);
+	wt_task_ids(next, d->next_comm, &d->next_pid, &d->next_tgid, &d->next_prio);
+	d->prev_state = BPF_CORE_READ(prev, __state);
+	d->preempt = preempt;
+	wt_btf_end(ctx, buf, cfg, sizeof(*d));
+	return 0;
+}
+
+static __always_inline int wt_btf_wakeup(void *ctx, struct task_struct *p)
+{
+	struct wt_tp_config *cfg;
+	__u8 *buf = wt_btf_begin(WT_BTF_SCHED_WAKEUP, &cfg);
+	struct wt_btf_wakeup *d;
+
+	if (!buf)
+		return 0;
+	d = (struct wt_btf_wakeup *)(buf + sizeof(struct wt_tracepoint));
+	wt_task_ids(p, d->comm, &d->pid, &d->tgid, &d->prio);
+	d->target_cpu = BPF_CORE_READ(p, wake_cpu);
+	wt_btf_end(ctx, buf, cfg, sizeof(*d));
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(wt_btf_sched_wakeup, struct task_struct *p)
+{
+	return wt_btf_wakeup(ctx, p);
+}
+
+static __always_inline int wt_btf_rq(void *ctx, __u32 id, struct request *rq, int error, __u32 bytes)
+{
+	struct wt_tp_config *cfg;
+	__u8 *buf = wt_btf_begin(id, &cfg);
+	struct gendisk *disk;
+	struct wt_btf_rq *d;
+
+	if (!buf)
+		return 0;
+	d = (struct wt_btf_rq *)(buf + sizeof(struct wt_tracepoint));
+	d->rq = (__u64)rq;
+	disk = BPF_CORE_READ(rq, q, disk);
+	if (disk)
+		d->dev = (BPF_CORE_READ(disk, major) << 20) | BPF_CORE_READ(disk, first_minor);
+	d->sector = BPF_CORE_READ(rq, __sector);
+	d->nr_sector = BPF_CORE_READ(rq, __data_len) >> 9;
+	d->cmd_flags = BPF_CORE_READ(rq, cmd_flags);
+	d->error = error;
+	d->bytes = bytes ? bytes : BPF_CORE_READ(rq, __data_len);
+	wt_btf_end(ctx, buf, cfg, sizeof(*d));
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(wt_btf_block_rq_issue, struct request *rq)
+{
+	return wt_btf_rq(ctx, WT_BTF_BLOCK_RQ_ISSUE, rq, 0, 0);
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(wt_btf_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	return wt_btf_rq(ctx, WT_BTF_BLOCK_RQ_COMPLETE, rq, error, nr_bytes);
+}
+
+SEC("tp_btf/kmem_cache_alloc")
+int BPF_PROG(wt_btf_kmem_cache_alloc, unsigned long call_site, const void *ptr, struct kmem_cache *s, gfp_t gfp_flags,
+	     int node)
+{
+	struct wt_tp_config *cfg;
+	__u8 *buf = wt_btf_begin(WT_BTF_KMEM_CACHE_ALLOC, &cfg);
+	struct wt_btf_kmem *d;
+	const char *name;
+
+	if (!buf)
+		return 0;
+	d = (struct wt_btf_kmem *)(buf + sizeof(struct wt_tracepoint));
+	d->call_site = call_site;
+	d->ptr = (__u64)ptr;
+	name = BPF_CORE_READ(s, name);
+	bpf_probe_read_kernel_str(d->name, sizeof(d->name), name);
+	d->object_size = BPF_CORE_READ(s, object_size);
+	d->size = BPF_CORE_READ(s, size);
+	d->gfp_flags = gfp_flags;
+	d->node = node;
+	wt_btf_end(ctx, buf, cfg, sizeof(*d));
+	return 0;
+}

@@ -324,3 +324,24 @@ fn an_optional_probe_the_kernel_lacks_is_skipped_with_a_warning() {
     assert!(err.contains("optional probe skipped") && err.contains("kprobes are not configured"), "{err}");
     assert!(out.contains("begin 0") && out.contains("end 0"), "the rest of the plan still runs:\n{out}");
 }
+
+#[test]
+fn btf_sched_switch_carries_the_tgid_of_a_thread_switched_out() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = workload("thread_sleep").display().to_string();
+    let (out, _) = probe_run("btf:sched_switch", &["mode=fields"], &cmd, &[]);
+    let (pid, tid) = out
+        .lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.strip_prefix("pid ")?.split_whitespace().collect();
+            Some((w.first()?.parse::<u32>().ok()?, w.get(2)?.parse::<u32>().ok()?))
+        })
+        .unwrap_or_else(|| panic!("workload output missing:\n{out}"));
+    assert_ne!(pid, tid);
+    let want = format!("prev_pid={tid} prev_tgid={pid} ");
+    let switches = out.lines().filter(|l| l.contains(&want)).count();
+    assert!(switches >= 5, "the sleeping thread is switched out at least 5 times with its tgid ({switches}):\n{out}");
+}

@@ -48,6 +48,16 @@ fn list_probes(pattern: &str, lines: &mut Vec<String>) -> anyhow::Result<()> {
                     names.push((name, f));
                 }
             }
+        } else if doc.name.starts_with("btf:") {
+            for (event, _, about, _) in crate::collect::table::BTF_EVENTS {
+                let name = format!("btf:{event}");
+                if glob(pattern, &name) {
+                    let mut f = vec![format!("# {about}")];
+                    let format = crate::collect::table::btf_format(event).map_err(|e| anyhow::anyhow!(e))?;
+                    f.extend(format.fields.iter().filter(|f| !f.common).map(declaration));
+                    names.push((name, f));
+                }
+            }
         } else if doc.name.starts_with("software:") {
             for ev in SOFTWARE_EVENTS {
                 let name = format!("software:{}:{}", ev.name, ev.default_period);

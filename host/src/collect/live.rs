@@ -407,9 +407,13 @@ fn attach(
             let what = "the tracepoint collector (wt_tracepoint)";
             let p: &mut TracePoint = program(obj, "wt_tracepoint", what)?;
             p.load().map_err(|e| attach_error(what, verifier_error(&e)))?;
-            let fd = p.fd().map_err(|e| attach_error(what, e))?;
+            let fd = p.fd().map_err(|e| attach_error(what, e))?.try_clone().map_err(|e| attach_error(what, e))?;
             for tp in &config.table.tracepoints {
                 let (cat, name) = (&tp.format.category, &tp.format.name);
+                if cat == "btf" {
+                    attach_btf(obj, &format!("wt_btf_{name}"), name, btf)?;
+                    continue;
+                }
                 let link = crate::sys::attach_tracepoint(tp.format.id, fd.as_fd())
                     .map_err(|e| attach_error(&format!("tracepoint:{cat}:{name}"), e))?;
                 user_links.push(link);

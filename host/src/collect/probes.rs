@@ -153,6 +153,11 @@ pub const PROBES: &[ProbeDoc] = &[
     doc("proc:fork", Some(Kind::Fork), "fork/clone of a process or thread"),
     doc("proc:exit", Some(Kind::Exit), "exit of a thread (flag: last of its process)"),
     doc("tracepoint:CATEGORY:NAME", Some(Kind::Tracepoint), "any kernel tracepoint, fields as its tracefs format says"),
+    doc(
+        "btf:NAME",
+        Some(Kind::Tracepoint),
+        "typed tracepoint arguments: sched_switch/wakeup tgids, block rq identity, slab cache name",
+    ),
     doc("uprobe:BINARY:FUNCTION", Some(Kind::User), "entry of a user function (also FUNCTION+OFF or 0xOFFSET)"),
     doc("uretprobe:BINARY:FUNCTION", Some(Kind::User), "return of a user function, with its return value"),
     doc("usdt:BINARY:PROVIDER:NAME", Some(Kind::User), "a USDT (sys/sdt.h) probe, with its arguments"),
@@ -230,6 +235,10 @@ pub fn parse(name: &str) -> Result<ProbeSpec, ProbeError> {
                 .ok_or_else(|| ProbeError::UnknownSyscall { name: name.into(), syscall: sys.to_string() })?;
             Ok(ProbeSpec::Syscall { kind, nr: Some(nr) })
         }
+        "btf" => match rest {
+            "" => Err(bad("expected `btf:NAME`".into())),
+            event => Ok(ProbeSpec::Tracepoint { category: "btf".into(), name: event.into() }),
+        },
         "tracepoint" | "t" => match rest.split_once(':') {
             Some((category, event)) if !category.is_empty() && !event.is_empty() && !event.contains(':') => {
                 Ok(ProbeSpec::Tracepoint { category: category.into(), name: event.into() })

@@ -163,6 +163,9 @@ pub enum Source<'a> {
 impl Source<'_> {
     /// A tracepoint's format.
     pub fn tracepoint(&self, category: &str, name: &str) -> Result<Format, String> {
+        if category == "btf" {
+            return btf_format(name);
+        }
         match self {
             Source::Live => {
                 tracefs::ensure_mounted();
@@ -258,6 +261,82 @@ impl Source<'_> {
     }
 }
 
+/// The BTF-typed events (`btf:NAME`): their record layouts, as the collector writes them
+/// (`struct wt_btf_*` in bpf/tracepoint.bpf.c), in the tracefs format language.
+pub const BTF_EVENTS: &[(&str, u32, &str, &str)] = &[
+    (
+        "sched_switch",
+        0x10001,
+        "a context switch, with the tgid of both tasks",
+        "char prev_comm[16]:8:16:0 int prev_pid:24:4:1 int prev_tgid:28:4:1 int prev_prio:32:4:1 \
+         unsigned int preempt:36:4:0 long prev_state:40:8:1 char next_comm[16]:48:16:0 int next_pid:64:4:1 \
+         int next_tgid:68:4:1 int next_prio:72:4:1",
+    ),
+    (
+        "sched_wakeup",
+        0x10002,
+        "a task woken up, with its tgid",
+        "char comm[16]:8:16:0 int pid:24:4:1 int tgid:28:4:1 int prio:32:4:1 int target_cpu:36:4:1",
+    ),
+    (
+        "block_rq_issue",
+        0x10003,
+        "a block request sent to the device; `rq` identifies it until completion",
+        "u64 rq:8:8:0 unsigned int dev:16:4:0 unsigned int nr_sector:20:4:0 u64 sector:24:8:0 \
+         unsigned int cmd_flags:32:4:0 int error:36:4:1 unsigned int bytes:40:4:0",
+    ),
+    (
+        "block_rq_complete",
+        0x10004,
+        "a block request completed; `rq` is the pointer seen at issue",
+        "u64 rq:8:8:0 unsigned int dev:16:4:0 unsigned int nr_sector:20:4:0 u64 sector:24:8:0 \
+         unsigned int cmd_flags:32:4:0 int error:36:4:1 unsigned int bytes:40:4:0",
+    ),
+    (
+        "kmem_cache_alloc",
+        0x10005,
+        "a slab allocation, with the cache's name",
+        "unsigned long call_site:8:8:0 u64 ptr:16:8:0 char name[32]:24:32:0 unsigned int object_size:56:4:0 \
+         unsigned int size:60:4:0 unsigned int gfp_flags:64:4:0 int node:68:4:1",
+    ),
+];
+
+/// The format of a BTF-typed event.
+pub fn btf_format(name: &str) -> Result<Format, String> {
+    let Some((_, id, _, fields)) = BTF_EVENTS.iter().find(|(n, ..)| *n == name) else {
+        let names: Vec<&str> = BTF_EVENTS.iter().map(|(n, ..)| *n).collect();
+        return Err(format!("no BTF-typed event `{name}` (there are: {})", names.join(", ")));
+    };
+    let mut text = format!(
+        "name: {name}\nID: {id}\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+         \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+         \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+         \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+    );
+    // Fields are `TYPE NAME:OFFSET:SIZE:SIGNED`, separated by spaces; TYPE may have spaces.
+    let words: Vec<&str> = fields.split_whitespace().collect();
+    let mut decl = Vec::new();
+    for w in words {
+        match w.split_once(':') {
+            Some((name, rest)) => {
+                let parts: Vec<&str> = rest.split(':').collect();
+                decl.push(name);
+                text.push_str(&format!(
+                    "\tfield:{};\toffset:{};\tsize:{};\tsigned:{};\n",
+                    decl.join(" "),
+                    parts[0],
+                    parts[1],
+                    parts[2]
+                ));
+                decl.clear();
+            }
+            None => decl.push(w),
+        }
+    }
+    text.push_str("\nprint fmt: \"\"\n");
+    tracefs::parse_format("btf", name, &text).map_err(|e| e.to_string())
+}
+
 fn usdt_arg(a: &elf::UsdtArg) -> UsdtArg {
     let (loc, reg_off, value) = match a.loc {
         elf::UsdtLoc::Const(v) => (1, 0, v),
@@ -294,6 +373,20 @@ pub fn probe_error(probe: &str, reason: String) -> ProbeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn btf_event_layouts_parse_and_match_the_collector() {
+        let f = btf_format("sched_switch").unwrap();
+        assert_eq!(f.id, 0x10001);
+        assert_eq!(f.fixed_size(), 76);
+        let tgid = f.field("next_tgid").unwrap();
+        assert_eq!((tgid.offset, tgid.size, tgid.kind), (68, 4, FieldKind::Signed));
+        assert_eq!(f.field("prev_comm").unwrap().kind, FieldKind::Text);
+        for (name, ..) in BTF_EVENTS {
+            btf_format(name).unwrap();
+        }
+        assert!(btf_format("nope").unwrap_err().contains("sched_switch"));
+    }
 
     #[test]
     fn predicates_compare_with_the_fields_signedness() {
