@@ -62,6 +62,8 @@ pub fn run_live(
     let mut stopping = false;
     let mut command_status = None;
     let mut addresses = opts.record.as_ref().map(|_| symbols::Addresses::default());
+    // Only records that carry user addresses need their processes' maps seen.
+    let observer = opts.symbols.clone().filter(|_| plugins.table.has_user_addresses());
     plugins.begin(clock.mono_ns(), out, &clock);
     if let Some(child) = opts.child.as_mut() {
         if let Err(e) = child.release() {
@@ -71,7 +73,7 @@ pub fn run_live(
     loop {
         match rx.recv_timeout(Duration::from_millis(5)) {
             Ok(chunk) => {
-                if let Some(sym) = &opts.symbols {
+                if let Some(sym) = &observer {
                     sym.observe(&chunk.bytes);
                 }
                 if let Some(w) = opts.record.as_mut() {

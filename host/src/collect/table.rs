@@ -143,6 +143,16 @@ pub struct ProbeTable {
     pub syscall_args: BTreeMap<u32, Vec<String>>,
 }
 
+impl ProbeTable {
+    /// True if records may carry user addresses (user probes, user stacks), whose
+    /// processes' memory maps the symbolizer must see while they run.
+    pub fn has_user_addresses(&self) -> bool {
+        !self.user.is_empty()
+            || self.tracepoints.iter().any(|t| t.stacks & STACK_USER != 0)
+            || self.perf.iter().any(|p| p.stacks & STACK_USER != 0)
+    }
+}
+
 /// Syscall slots in `syscall_preds` (`WT_NR_SYSCALLS`).
 pub const NR_SYSCALLS: u32 = 512;
 
