@@ -57,11 +57,23 @@ static __always_inline __u32 wt_entry_len(void *ctx, const struct wt_tp_config *
 	return len;
 }
 
+/* Finish a tracepoint record of `len` data bytes in the scratch buffer: stacks, then out. */
+static __always_inline void wt_tp_emit(void *ctx, __u8 *buf, const struct wt_tp_config *cfg, __u32 len)
+{
+	__u32 size;
+
+	((struct wt_tracepoint *)buf)->data_len = len;
+	size = (sizeof(struct wt_tracepoint) + len + 7) & ~7U;
+	if (cfg->stacks)
+		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
+	wt_output(WT_TRACEPOINT, buf, size);
+}
+
 SEC("tracepoint")
 int wt_tracepoint(void *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 id = (__u32)bpf_get_attach_cookie(ctx), tgid = pid_tgid >> 32, len, size;
+	__u32 id = (__u32)bpf_get_attach_cookie(ctx), tgid = pid_tgid >> 32, len;
 	struct trace_entry *common;
 	struct wt_tp_config *cfg;
 	struct wt_tracepoint *e;
@@ -93,10 +105,7 @@ int wt_tracepoint(void *ctx)
 	common->flags = 0;
 	common->preempt_count = 0;
 	common->pid = (__u32)pid_tgid;
-	size = (sizeof(*e) + len + 7) & ~7U;
-	if (cfg->stacks)
-		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(WT_TRACEPOINT, buf, size);
+	wt_tp_emit(ctx, buf, cfg, len);
 	return 0;
 }
 
@@ -187,18 +196,11 @@ static __always_inline __u8 *wt_btf_begin(__u32 id, struct wt_tp_config **cfgp)
 	return buf;
 }
 
+/* Finish a BTF record: its comparisons run on the data built, not on the context. */
 static __always_inline void wt_btf_end(void *ctx, __u8 *buf, struct wt_tp_config *cfg, __u32 len)
 {
-	struct wt_tracepoint *e = (struct wt_tracepoint *)buf;
-	__u32 size;
-
-	if (!wt_preds_pass(WT_TRACEPOINT, &cfg->preds, buf + sizeof(*e)))
-		return;
-	e->data_len = len;
-	size = (sizeof(*e) + len + 7) & ~7U;
-	if (cfg->stacks)
-		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(WT_TRACEPOINT, buf, size);
+	if (wt_preds_pass(WT_TRACEPOINT, &cfg->preds, buf + sizeof(struct wt_tracepoint)))
+		wt_tp_emit(ctx, buf, cfg, len);
 }
 
 static __always_inline void wt_task_ids(struct task_struct *t, char *comm, __s32 *pid, __s32 *tgid, __s32 *prio)

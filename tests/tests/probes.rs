@@ -263,7 +263,7 @@ fn interval_begin_and_end_fire_in_order() {
 }
 
 #[test]
-fn recorded_tracepoints_and_stacks_replay_without_privileges() {
+fn recorded_tracepoints_stacks_and_uprobes_replay_without_privileges() {
     if !require_root() {
         return;
     }
@@ -273,6 +273,7 @@ fn recorded_tracepoints_and_stacks_replay_without_privileges() {
     for (probe, mode, cmd) in [
         ("tracepoint:signal:signal_generate", "fields", workload("signals").display().to_string()),
         ("profile:hz:99", "symbols", format!("{} 1000", workload("spin_func").display())),
+        ("uprobe:libc:malloc", "count", format!("{} 300", workload("malloc_calls").display())),
     ] {
         let file = dir.join(format!("probes-{mode}.wtrec"));
         let plugin = wasm("probe");
@@ -297,6 +298,7 @@ fn recorded_tracepoints_and_stacks_replay_without_privileges() {
             .collect();
         assert_eq!(replayed, live, "{probe}: replay as nobody must print what the live run printed");
         assert!(live.contains("wasmtap_hot_loop") || mode != "symbols", "{live}");
+        assert!(live.contains("@events[uprobe:libc:malloc]: 300") || mode != "count", "{live}");
     }
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -52,30 +52,21 @@ impl Pred {
         buf[..raw.len()].copy_from_slice(raw);
         let v = u64::from_le_bytes(buf);
         let shift = 64 - 8 * self.size as u32;
-        if self.signed && shift < 64 {
-            let sv = ((v << shift) as i64) >> shift;
-            let want = self.value as i64;
-            match self.op {
-                Op::Eq => sv == want,
-                Op::Ne => sv != want,
-                Op::Lt => sv < want,
-                Op::Le => sv <= want,
-                Op::Gt => sv > want,
-                Op::Ge => sv >= want,
-                Op::MaskAny => v & self.value != 0,
-                Op::MaskNone => v & self.value == 0,
-            }
+        // Compare as the field's type says: sign-extended, or as is.
+        let (a, b) = if self.signed && shift < 64 {
+            ((((v << shift) as i64) >> shift) as i128, self.value as i64 as i128)
         } else {
-            match self.op {
-                Op::Eq => v == self.value,
-                Op::Ne => v != self.value,
-                Op::Lt => v < self.value,
-                Op::Le => v <= self.value,
-                Op::Gt => v > self.value,
-                Op::Ge => v >= self.value,
-                Op::MaskAny => v & self.value != 0,
-                Op::MaskNone => v & self.value == 0,
-            }
+            (v as i128, self.value as i128)
+        };
+        match self.op {
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+            Op::MaskAny => v & self.value != 0,
+            Op::MaskNone => v & self.value == 0,
         }
     }
 }
@@ -115,6 +106,18 @@ pub struct UserSlot {
     pub stacks: u8,
     /// Run in the kernel: offsets into the record.
     pub preds: Vec<Pred>,
+}
+
+/// Where a uprobe or USDT probe attaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserSite {
+    pub path: PathBuf,
+    pub offset: u64,
+    /// USDT argument specs; none for uprobes.
+    pub usdt: Option<Vec<UsdtArg>>,
+    pub semaphore: Option<u64>,
+    /// Replay: the slot (attach cookie) the recorded records of this site carry.
+    pub recorded_slot: Option<u32>,
 }
 
 /// A perf software event to open on every CPU.
@@ -190,26 +193,27 @@ impl Source<'_> {
         }
     }
 
-    /// Attachments for a uprobe or USDT probe: (path, offset, usdt args, semaphore).
-    #[allow(clippy::type_complexity)]
-    pub fn user_sites(
-        &self,
-        probe: &str,
-        spec: &ProbeSpec,
-    ) -> Result<Vec<(PathBuf, u64, Option<Vec<UsdtArg>>, Option<u64>)>, String> {
+    /// Where a uprobe or USDT probe attaches. From a recording, the sites the live run
+    /// attached, with the slots its records carry; one per (file, offset), since two
+    /// subscriptions to one probe recorded every event twice.
+    pub fn user_sites(&self, probe: &str, spec: &ProbeSpec) -> Result<Vec<UserSite>, String> {
         if let Source::Recorded(t) = self {
-            let sites: Vec<_> = t
-                .user
-                .iter()
-                .filter(|s| s.probe == probe)
-                .map(|s| (s.path.clone(), s.offset, s.usdt.clone(), s.semaphore))
-                .collect();
+            let mut sites: Vec<UserSite> = Vec::new();
+            for (slot, s) in t.user.iter().enumerate().filter(|(_, s)| s.probe == probe) {
+                if !sites.iter().any(|u| u.path == s.path && u.offset == s.offset) {
+                    sites.push(UserSite {
+                        path: s.path.clone(),
+                        offset: s.offset,
+                        usdt: s.usdt.clone(),
+                        semaphore: s.semaphore,
+                        recorded_slot: Some(slot as u32),
+                    });
+                }
+            }
             if sites.is_empty() {
                 return Err(format!("probe `{probe}` is not in the recording"));
             }
-            let mut unique = sites.clone();
-            unique.dedup();
-            return Ok(unique);
+            return Ok(sites);
         }
         match spec {
             ProbeSpec::Uprobe { binary, at, .. } => {
@@ -218,7 +222,7 @@ impl Source<'_> {
                     UprobeAt::Offset(off) => *off,
                     UprobeAt::Symbol(name, off) => elf::function_offset(&path, name).map_err(|e| e.to_string())? + off,
                 };
-                Ok(vec![(path, offset, None, None)])
+                Ok(vec![UserSite { path, offset, usdt: None, semaphore: None, recorded_slot: None }])
             }
             ProbeSpec::Usdt { binary, provider, name } => {
                 let path = elf::resolve_binary(binary).map_err(|e| e.to_string())?;
@@ -238,9 +242,12 @@ impl Source<'_> {
                 }
                 Ok(found
                     .into_iter()
-                    .map(|p| {
-                        let args = p.args.iter().map(usdt_arg).collect();
-                        (path.clone(), p.pc_offset, Some(args), p.semaphore_offset)
+                    .map(|p| UserSite {
+                        path: path.clone(),
+                        offset: p.pc_offset,
+                        usdt: Some(p.args.iter().map(usdt_arg).collect()),
+                        semaphore: p.semaphore_offset,
+                        recorded_slot: None,
                     })
                     .collect())
             }

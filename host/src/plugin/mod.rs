@@ -733,7 +733,7 @@ fn resolve_sub(
             let ret = matches!(spec, ProbeSpec::Uprobe { ret: true, .. });
             let sites = source.user_sites(&wire.probe, spec)?;
             let nargs = match spec {
-                ProbeSpec::Usdt { .. } => sites.first().and_then(|s| s.2.as_ref()).map_or(0, |a| a.len()),
+                ProbeSpec::Usdt { .. } => sites.first().and_then(|s| s.usdt.as_ref()).map_or(0, |a| a.len()),
                 _ if ret => 0,
                 _ => 6,
             };
@@ -751,18 +751,22 @@ fn resolve_sub(
             sub.preds = compile_preds(preds, locate)?;
             sub.pred_base = 0;
             let mut slots = BTreeSet::new();
-            for (path, offset, usdt, semaphore) in sites {
+            for site in sites {
+                if let Some(slot) = site.recorded_slot {
+                    slots.insert(slot);
+                    continue;
+                }
                 if table.user.len() >= table::USER_SLOTS_MAX {
                     return Err(format!("more than {} uprobe and USDT attachments", table::USER_SLOTS_MAX));
                 }
                 slots.insert(table.user.len() as u32);
                 table.user.push(table::UserSlot {
                     probe: wire.probe.clone(),
-                    path,
-                    offset,
+                    path: site.path,
+                    offset: site.offset,
                     ret,
-                    usdt,
-                    semaphore,
+                    usdt: site.usdt,
+                    semaphore: site.semaphore,
                     stacks: sub.stacks,
                     preds: kernel_preds(&sub.preds),
                 });
