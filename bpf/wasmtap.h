@@ -158,4 +158,98 @@ struct wt_sample {
 	__u64 ip;     /* the interrupted instruction */
 }; /* 80 bytes, then the stack trailer if any */
 
+/*
+ * Kernel aggregations (agg.bpf.c). Nothing is streamed: each probe site runs up to
+ * WT_AGG_ACTIONS actions, each of which updates one aggregation in AGG_VALUES (a
+ * per-CPU hash the host sums), or records the start of an interval in AGG_STARTS.
+ * Histogram bucket numbers are those of wasmtap_abi::hist (DTrace's quantize and
+ * lquantize), so the host, the SDK and the kernel agree on every boundary.
+ */
+#define WT_AGG_KEYS 4
+#define WT_AGG_ACTIONS 8
+#define WT_AGG_SITES 64
+#define WT_AGG_SYS_ENTER 0 /* site of the sys_enter program */
+#define WT_AGG_SYS_EXIT 1  /* site of the sys_exit program; tracepoints use 2.. (the cookie) */
+#define WT_AGG_KIND 9      /* COUNTERS row: filtered, aggregated, lost (map full) */
+
+enum wt_agg_source {
+	WT_SRC_NONE = 0,
+	WT_SRC_COMM = 1,
+	WT_SRC_PID = 2,
+	WT_SRC_TID = 3,
+	WT_SRC_UID = 4,
+	WT_SRC_CGROUP = 5,
+	WT_SRC_SYSCALL = 7,
+	WT_SRC_FIELD = 8,   /* size bytes at off of the probe's data */
+	WT_SRC_LATENCY = 9, /* ns since the matching start */
+};
+
+enum wt_agg_fn {
+	WT_FN_COUNT = 1,
+	WT_FN_SUM = 2,
+	WT_FN_MIN = 3,
+	WT_FN_MAX = 4,
+	WT_FN_LOG2 = 5,
+	WT_FN_LINEAR = 6,
+};
+
+enum wt_agg_role {
+	WT_ROLE_UPDATE = 0, /* aggregate this event */
+	WT_ROLE_START = 1,  /* remember when this event happened, by corr */
+	WT_ROLE_END = 2,    /* aggregate the time since the start with the same corr */
+};
+
+struct wt_agg_src {
+	__u8 src;   /* enum wt_agg_source */
+	__u8 size;  /* WT_SRC_FIELD: 1, 2, 4 or 8 */
+	__u8 flags; /* WT_PRED_SIGNED */
+	__u8 pad;
+	__u16 off;  /* WT_SRC_FIELD: byte offset in the probe's data */
+	__u16 pad2;
+}; /* 8 bytes */
+
+/* The probe's data: a tracepoint's entry; for syscalls { id, args[6] } on entry and
+ * { id, ret } on exit (the record layouts from offset 56). */
+struct wt_agg_action {
+	__u32 agg;              /* aggregation id (AGG_VALUES key) */
+	__u8 role;              /* enum wt_agg_role */
+	__u8 fn;                /* enum wt_agg_fn */
+	__u8 filter_syscalls;   /* only syscall numbers set in `syscalls` */
+	__u8 pad;
+	struct wt_agg_src keys[WT_AGG_KEYS]; /* WT_SRC_NONE ends the key */
+	struct wt_agg_src value;
+	struct wt_agg_src corr; /* start and end: WT_SRC_TID or WT_SRC_FIELD */
+	__s64 lin_min;          /* WT_FN_LINEAR: buckets [min + i*step, ...) */
+	__u64 lin_step;
+	__u64 lin_levels;
+	struct wt_preds preds;
+	__u8 syscalls[64];      /* bitmap of syscall numbers below 512 */
+}; /* 208 bytes */
+
+struct wt_agg_site {
+	__u32 n; /* actions used */
+	__u32 pad;
+	struct wt_agg_action a[WT_AGG_ACTIONS];
+}; /* 1672 bytes */
+
+struct wt_agg_key {
+	__u32 agg;
+	__s32 bucket;            /* histograms: the bucket number; otherwise 0 */
+	__u64 parts[WT_AGG_KEYS]; /* key i (not comm) in parts[i] */
+	char comm[WT_COMM_LEN];  /* the comm key part, if any */
+}; /* 56 bytes */
+
+struct wt_agg_value {
+	__u64 count;
+	__s64 sum;
+	__s64 min;
+	__s64 max;
+}; /* 32 bytes, per CPU */
+
+struct wt_agg_start_key {
+	__u32 agg;
+	__u32 pad;
+	__u64 corr;
+};
+
 #endif /* WASMTAP_H */

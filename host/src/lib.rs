@@ -6,6 +6,7 @@
 //! the only one configuring wasmtime, [`output`] the only one printing, and [`sys`] the
 //! only one with `unsafe`.
 
+pub mod agg;
 pub mod cli;
 pub mod collect;
 pub mod output;

@@ -205,9 +205,9 @@ fn link_perf(prog_fd: std::os::fd::BorrowedFd<'_>, perf: std::os::fd::OwnedFd, c
 }
 
 /// Attach `prog_fd` to the tracepoint with tracefs id `id`, with cookie `id`.
-pub fn attach_tracepoint(id: u32, prog_fd: std::os::fd::BorrowedFd<'_>) -> io::Result<PerfLink> {
+pub fn attach_tracepoint(id: u32, prog_fd: std::os::fd::BorrowedFd<'_>, cookie: u64) -> io::Result<PerfLink> {
     let perf = perf_open(2 /* PERF_TYPE_TRACEPOINT */, id as u64, 0, 0)?;
-    link_perf(prog_fd, perf, id as u64)
+    link_perf(prog_fd, perf, cookie)
 }
 
 /// Open a uprobe (or uretprobe) on `path` at file offset `offset` for every process,

@@ -49,6 +49,8 @@ fn trace(
             bail!("no process with pid {pid}");
         }
     }
+    // A recording must hold the events kernel aggregations need, so they run in the host.
+    plugins.aggregate_in_host(record_to.is_some());
     plugins.resolve(&Source::Live)?;
     let agreed = plugins.kernel_filter();
     let targets = match &child {
@@ -56,12 +58,23 @@ fn trace(
         None if !trace.pids.is_empty() => Some(trace.pids.clone()),
         None => agreed.targets.clone(),
     };
+    let agg_filter = plugins.agg_filter();
+    let agg_targets = match (&targets, &agg_filter.targets) {
+        (Some(run), Some(own)) => Some(run.iter().filter(|p| own.contains(p)).copied().collect()),
+        (Some(run), None) => Some(run.clone()),
+        (None, own) => own.clone(),
+    };
     let config = LiveConfig {
         kinds: plugins.kinds(),
-        filter: KernelFilter { targets, follow_children: child.is_some(), ..agreed },
+        filter: KernelFilter { targets: targets.clone(), follow_children: child.is_some(), ..agreed },
         table: plugins.table.clone(),
+        aggs: plugins.agg_sites(),
+        agg_filter: KernelFilter { targets: agg_targets, follow_children: child.is_some(), ..agg_filter },
     };
-    let (live, rx) = Live::start(&config)?;
+    let (mut live, rx) = Live::start(&config)?;
+    if let Some(values) = live.take_values() {
+        plugins.attach_kernel_values(values);
+    }
     let writer = match record_to {
         Some(path) => Some(Writer::create(path, &recording_header(&plugins))?),
         None => None,

@@ -20,6 +20,7 @@ use aya::programs::{BtfTracePoint, PerfEvent, TracePoint, UProbe};
 use aya::{Btf, Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
+use super::agg::{KernelValues, SiteAttach, SiteConfig, AGG_KIND, VALUES_MAX};
 use super::probes::{collector_of, Collector};
 use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::{Chunk, KernelCounters, KindCounters};
@@ -29,6 +30,7 @@ static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/
 static TRACEPOINT_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracepoint.bpf.o"));
 static USER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/user.bpf.o"));
 static PERF_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/perf.bpf.o"));
+static AGG_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agg.bpf.o"));
 
 /// Ring buffer of the syscall collector: ~600 k syscall records, 200 ms of a full-speed storm.
 const RING_BYTES: u32 = 64 << 20;
@@ -78,6 +80,10 @@ pub struct LiveConfig {
     pub filter: KernelFilter,
     /// Tracepoints, uprobes and perf events to attach, with their per-probe settings.
     pub table: ProbeTable,
+    /// Kernel aggregations: probe sites and their actions (none: no aggregation collector).
+    pub aggs: Vec<SiteConfig>,
+    /// The filter of the aggregation collector, which the host cannot re-check.
+    pub agg_filter: KernelFilter,
 }
 
 /// Running collectors and their drain thread.
@@ -89,6 +95,8 @@ pub struct Live {
     drain: Option<JoinHandle<()>>,
     pipeline_drops: Arc<AtomicU64>,
     malformed: Arc<AtomicU64>,
+    /// The aggregation collector's values, until the plugins' reader takes them.
+    values: Option<KernelValues>,
 }
 
 impl Live {
@@ -106,9 +114,25 @@ impl Live {
         let mut objects = Vec::new();
         let mut rings = Vec::new();
         let mut user_links = Vec::new();
+        let mut values = None;
+        if !config.aggs.is_empty() {
+            let c = Collector::Agg;
+            let mut obj = load(c, &config.agg_filter, config)?;
+            configure(c, &mut obj, &config.agg_filter, config)?;
+            attach_aggs(&mut obj, config, &btf, &mut user_links)?;
+            let map = obj.take_map("AGG_VALUES").ok_or(CollectError::Map {
+                collector: c,
+                map: "AGG_VALUES",
+                reason: "missing".into(),
+            })?;
+            values = Some(
+                KernelValues::new(map).map_err(|reason| CollectError::Map { collector: c, map: "AGG_VALUES", reason })?,
+            );
+            objects.push((c, obj));
+        }
         for c in collectors {
-            let mut obj = load(c, config)?;
-            configure(c, &mut obj, config)?;
+            let mut obj = load(c, &config.filter, config)?;
+            configure(c, &mut obj, &config.filter, config)?;
             attach(c, &mut obj, config, &btf, &mut user_links)?;
             let ring = obj.take_map("EVENTS").ok_or(CollectError::Map {
                 collector: c,
@@ -139,7 +163,7 @@ impl Live {
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
         Ok((
-            Live { objects, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed },
+            Live { objects, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed, values },
             ChunkReceiver { rx, in_flight },
         ))
     }
@@ -166,15 +190,24 @@ impl Live {
         Ok(())
     }
 
+    /// The kernel aggregations' values, for the plugins' reader (once).
+    pub fn take_values(&mut self) -> Option<KernelValues> {
+        self.values.take()
+    }
+
     /// The kernel's counters, summed over CPUs, plus the drain thread's.
     pub fn counters(&self) -> KernelCounters {
         let mut out = KernelCounters::default();
         for (_, obj) in &self.objects {
             let Some(map) = obj.map("COUNTERS") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
+            let row = |kind: u32, s: u32| -> u64 { arr.get(&(kind * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
+            let agg = KindCounters { filtered: row(AGG_KIND, 0), emitted: row(AGG_KIND, 1), dropped: row(AGG_KIND, 2) };
+            if agg != KindCounters::default() {
+                out.aggregated = Some(agg);
+            }
             for kind in Kind::ALL {
-                let slot =
-                    |s: u32| -> u64 { arr.get(&(kind as u32 * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
+                let slot = |s: u32| row(kind as u32, s);
                 let k = KindCounters { filtered: slot(0), emitted: slot(1), dropped: slot(2) };
                 if k != KindCounters::default() {
                     out.kinds.insert(kind, k);
@@ -201,8 +234,7 @@ impl Drop for Live {
     }
 }
 
-fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
-    let f = &config.filter;
+fn load(c: Collector, f: &KernelFilter, config: &LiveConfig) -> Result<Ebpf, CollectError> {
     let flag = |b: bool| u32::from(b);
     let self_tgid = std::process::id();
     let targets = flag(f.targets.is_some());
@@ -216,7 +248,12 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
     let emit_fork = flag(config.kinds.contains(&Kind::Fork));
     let emit_exit = flag(config.kinds.contains(&Kind::Exit));
     let mut loader = EbpfLoader::new();
-    let ring = if c == Collector::Syscalls { RING_BYTES } else { SMALL_RING_BYTES };
+    let ring = match c {
+        Collector::Syscalls => RING_BYTES,
+        // Nothing is streamed; the smallest ring there is (a page).
+        Collector::Agg => 4096,
+        _ => SMALL_RING_BYTES,
+    };
     loader
         .map_max_entries("EVENTS", ring)
         .override_global("cfg_filter_cgroups", &cgroups, true)
@@ -246,6 +283,10 @@ fn load(c: Collector, config: &LiveConfig) -> Result<Ebpf, CollectError> {
         Collector::Tracepoint => TRACEPOINT_OBJ,
         Collector::User => USER_OBJ,
         Collector::Perf => PERF_OBJ,
+        Collector::Agg => {
+            loader.map_max_entries("AGG_VALUES", VALUES_MAX);
+            AGG_OBJ
+        }
     };
     loader.load(bytes).map_err(|e| CollectError::Load { collector: c, reason: format!("{e:#}") })
 }
@@ -254,8 +295,7 @@ fn map_of<'a>(c: Collector, obj: &'a mut Ebpf, map: &'static str) -> Result<&'a 
     obj.map_mut(map).ok_or(CollectError::Map { collector: c, map, reason: "missing".into() })
 }
 
-fn configure(c: Collector, obj: &mut Ebpf, config: &LiveConfig) -> Result<(), CollectError> {
-    let f = &config.filter;
+fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig) -> Result<(), CollectError> {
     let table = &config.table;
     let map_err = |map: &'static str| {
         move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
@@ -350,15 +390,24 @@ fn configure(c: Collector, obj: &mut Ebpf, config: &LiveConfig) -> Result<(), Co
                 m.set(p.event, v, 0).map_err(map_err("PERF_CONFIG"))?;
             }
         }
+        Collector::Agg => {
+            let mut m: Array<_, [u8; super::agg::SITE_BYTES]> =
+                Array::try_from(map_of(c, obj, "AGG_SITES")?).map_err(map_err("AGG_SITES"))?;
+            for site in &config.aggs {
+                let bytes: [u8; super::agg::SITE_BYTES] =
+                    site.to_bytes().try_into().map_err(|_| map_err("AGG_SITES")(aya::maps::MapError::KeyNotFound))?;
+                m.set(site.site, bytes, 0).map_err(map_err("AGG_SITES"))?;
+            }
+        }
         _ => {}
     }
     Ok(())
 }
 
 /// `struct wt_preds`: four `struct wt_pred` of 16 bytes; op 0 ends the list.
-const PREDS_BYTES: usize = 16 * KERNEL_PREDS_MAX;
+pub(crate) const PREDS_BYTES: usize = 16 * KERNEL_PREDS_MAX;
 
-fn preds_bytes(preds: &[Pred]) -> [u8; PREDS_BYTES] {
+pub(crate) fn preds_bytes(preds: &[Pred]) -> [u8; PREDS_BYTES] {
     let mut v = [0u8; PREDS_BYTES];
     for (i, p) in preds.iter().take(KERNEL_PREDS_MAX).enumerate() {
         let o = 16 * i;
@@ -414,7 +463,7 @@ fn attach(
                     attach_btf(obj, &format!("wt_btf_{name}"), name, btf)?;
                     continue;
                 }
-                let link = crate::sys::attach_tracepoint(tp.format.id, fd.as_fd())
+                let link = crate::sys::attach_tracepoint(tp.format.id, fd.as_fd(), u64::from(tp.format.id))
                     .map_err(|e| attach_error(&format!("tracepoint:{cat}:{name}"), e))?;
                 user_links.push(link);
             }
@@ -495,6 +544,43 @@ fn attach(
             }
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// Attach the aggregation collector's programs to the sites that have actions.
+fn attach_aggs(
+    obj: &mut Ebpf,
+    config: &LiveConfig,
+    btf: &Btf,
+    links: &mut Vec<crate::sys::PerfLink>,
+) -> Result<(), CollectError> {
+    let f = &config.agg_filter;
+    if f.targets.is_some() && f.follow_children {
+        attach_btf(obj, "wt_agg_track_fork", "sched_process_fork", btf)?;
+    }
+    if f.targets.is_some() {
+        attach_btf(obj, "wt_agg_untrack_exit", "sched_process_exit", btf)?;
+    }
+    let mut fd = None;
+    for site in &config.aggs {
+        match &site.attach {
+            SiteAttach::SysEnter => attach_btf(obj, "wt_agg_sys_enter", "sys_enter", btf)?,
+            SiteAttach::SysExit => attach_btf(obj, "wt_agg_sys_exit", "sys_exit", btf)?,
+            SiteAttach::Tracepoint { id, name } => {
+                let what = "the aggregation collector (wt_agg_tracepoint)";
+                if fd.is_none() {
+                    let p: &mut TracePoint = program(obj, "wt_agg_tracepoint", what)?;
+                    p.load().map_err(|e| attach_error(what, verifier_error(&e)))?;
+                    let owned = p.fd().map_err(|e| attach_error(what, e))?.try_clone().map_err(|e| attach_error(what, e))?;
+                    fd = Some(owned);
+                }
+                let Some(fd) = fd.as_ref() else { continue };
+                let link = crate::sys::attach_tracepoint(*id, fd.as_fd(), u64::from(site.site))
+                    .map_err(|e| attach_error(&format!("tracepoint:{name} (aggregation)"), e))?;
+                links.push(link);
+            }
+        }
     }
     Ok(())
 }

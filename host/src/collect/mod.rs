@@ -1,6 +1,7 @@
 //! Where events come from: the live collectors (the only code that touches aya/BPF)
 //! or a recording. Both yield [`Chunk`]s of records in the `wasmtap-abi` layout.
 
+pub mod agg;
 pub mod cgroup;
 pub mod elf;
 pub mod live;
@@ -47,12 +48,17 @@ pub struct KernelCounters {
     pub pipeline_dropped: u64,
     /// Records the host refused as malformed.
     pub malformed: u64,
+    /// Events of kernel aggregations: filtered, aggregated (`emitted`), and lost
+    /// because the aggregation map was full (`dropped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregated: Option<KindCounters>,
 }
 
 impl KernelCounters {
     /// Every record lost for any reason.
     pub fn dropped(&self) -> u64 {
-        self.kinds.values().map(|k| k.dropped).sum::<u64>() + self.pipeline_dropped + self.malformed
+        let agg = self.aggregated.map_or(0, |a| a.dropped);
+        self.kinds.values().map(|k| k.dropped).sum::<u64>() + self.pipeline_dropped + self.malformed + agg
     }
 }
 

@@ -17,6 +17,8 @@ pub enum Collector {
     User,
     /// `bpf/perf.bpf.c`
     Perf,
+    /// `bpf/agg.bpf.c`: kernel aggregations.
+    Agg,
 }
 
 /// The collector emitting records of `kind`.

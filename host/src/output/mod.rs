@@ -110,6 +110,7 @@ impl Output {
                             (Value::Int(i), ColumnKind::Timestamp) => json!(clock.wall_of(*i as u64)),
                             (Value::Int(i), _) => json!(i),
                             (Value::Text(s), _) => json!(s),
+                            (Value::Stack(f), _) => json!(f.iter().map(|f| f.symbol.clone()).collect::<Vec<_>>()),
                         };
                         data.insert(col.name.clone(), j);
                     }
@@ -186,7 +187,12 @@ impl Output {
 
 /// Entries as (rendered key, value): top-N by value, then in the requested order.
 fn sorted_entries(agg: &Aggregation) -> Vec<(String, i64)> {
-    let mut entries: Vec<(String, i64)> = agg.entries.iter().map(|e| (text::key(&e.key), e.value)).collect();
+    let scalar = |v: &crate::sandbox::types::AggValue| match v {
+        crate::sandbox::types::AggValue::Scalar(v) => *v,
+        crate::sandbox::types::AggValue::Histogram(h) => h.buckets.iter().map(|b| b.count as i64).sum(),
+        crate::sandbox::types::AggValue::Quantiles(q) => q.count as i64,
+    };
+    let mut entries: Vec<(String, i64)> = agg.entries.iter().map(|e| (text::key(&e.key), scalar(&e.value))).collect();
     entries.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     if agg.top > 0 {
         entries.truncate(agg.top as usize);

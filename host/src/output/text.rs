@@ -14,6 +14,7 @@ pub(super) fn row(table: &TableSpec, row: &Row, clock: &Clock) -> String {
             (Value::Int(ns), ColumnKind::Timestamp) => clock_time(clock.wall_of(*ns as u64)),
             (Value::Int(i), _) => i.to_string(),
             (Value::Text(s), _) => sanitize(s),
+            (Value::Stack(frames), _) => frames.iter().map(|f| f.symbol.clone()).collect::<Vec<_>>().join(";"),
         };
         (s, c.kind, c.width as usize)
     });
@@ -56,6 +57,7 @@ pub(super) fn key(parts: &[Value]) -> String {
         .map(|v| match v {
             Value::Int(i) => i.to_string(),
             Value::Text(s) => sanitize(s),
+            Value::Stack(frames) => frames.iter().map(|f| f.symbol.clone()).collect::<Vec<_>>().join(";"),
         })
         .collect::<Vec<_>>()
         .join(", ")

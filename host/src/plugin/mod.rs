@@ -7,10 +7,12 @@ pub mod resolve;
 pub mod symbols;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use wasmtap_abi::{header, Kind, Record};
 
+use crate::agg::SharedStore;
 use crate::collect::cgroup::{self, Cgroup};
 use crate::collect::live::KernelFilter;
 use crate::collect::probes::{self, ProbeError, ProbeSpec};
@@ -185,6 +187,11 @@ pub struct Runner {
     pub stats: PluginStats,
     /// Interval subscriptions: (sub, period, next due time).
     timers: Vec<(usize, u64, Option<u64>)>,
+    /// The plan's own subscriptions; those after them stream the probes of kernel
+    /// aggregations that the host computes (recording, replay).
+    own_subs: usize,
+    /// Global ids of the plan's kernel aggregations.
+    agg_ids: Vec<u32>,
 }
 
 impl Runner {
@@ -206,8 +213,15 @@ impl Runner {
                 });
             }
         }
+        if plan.aggregations.len() > crate::agg::PER_PLUGIN_MAX {
+            return Err(PluginError::BadPlan {
+                plugin: name,
+                reason: format!("more than {} kernel aggregations", crate::agg::PER_PLUGIN_MAX),
+            });
+        }
         let mut warnings = Vec::new();
         let subs = parse_subs(&name, &plan, &mut warnings)?;
+        let own_subs = subs.len();
         let stats = PluginStats { name: name.clone(), warnings, ..Default::default() };
         Ok(Runner {
             info,
@@ -218,6 +232,8 @@ impl Runner {
             batch_records: 0,
             stats,
             timers: Vec::new(),
+            own_subs,
+            agg_ids: Vec::new(),
         })
     }
 
@@ -234,7 +250,7 @@ impl Runner {
     fn offer(&mut self, rec: &Record<'_>, kind: Kind, out: &mut Output, clock: &Clock) {
         let mut subscribed = false;
         let mut matched = None;
-        for (i, s) in self.subs.iter().enumerate() {
+        for (i, s) in self.subs[..self.own_subs].iter().enumerate() {
             if s.takes(rec, kind) {
                 subscribed = true;
                 if s.matches(rec) {
@@ -387,14 +403,24 @@ impl Runner {
 /// Parse every subscription's probe and host-side filters. An optional probe that does
 /// not parse is skipped with a warning.
 fn parse_subs(plugin: &str, plan: &Plan, warnings: &mut Vec<String>) -> Result<Vec<Sub>, PluginError> {
-    if plan.subscriptions.is_empty() {
-        return Err(PluginError::BadPlan { plugin: plugin.into(), reason: "no subscriptions".into() });
+    if plan.subscriptions.is_empty() && plan.aggregations.is_empty() {
+        return Err(PluginError::BadPlan {
+            plugin: plugin.into(),
+            reason: "no subscriptions and no kernel aggregations".into(),
+        });
     }
     if plan.subscriptions.len() > 1024 {
         return Err(PluginError::BadPlan { plugin: plugin.into(), reason: "more than 1024 subscriptions".into() });
     }
     let mut subs = Vec::new();
     for s in &plan.subscriptions {
+        subs.push(parse_sub(plugin, s, warnings)?);
+    }
+    Ok(subs)
+}
+
+/// Parse one subscription; `None` spec for an optional probe that does not parse.
+fn parse_sub(plugin: &str, s: &types::Subscription, warnings: &mut Vec<String>) -> Result<Sub, PluginError> {
         let spec = match probes::parse(&s.probe) {
             Ok(spec) => Some(spec),
             Err(e) if s.optional => {
@@ -431,7 +457,7 @@ fn parse_subs(plugin: &str, plan: &Plan, warnings: &mut Vec<String>) -> Result<V
         if s.stacks.contains(types::StackMode::USER) {
             stacks |= table::STACK_USER;
         }
-        subs.push(Sub {
+        Ok(Sub {
             spec,
             matcher: Matcher::Nothing,
             syscalls: (!syscalls.is_empty()).then_some(syscalls),
@@ -443,9 +469,7 @@ fn parse_subs(plugin: &str, plan: &Plan, warnings: &mut Vec<String>) -> Result<V
             pred_base: 0,
             stacks,
             schema: None,
-        });
-    }
-    Ok(subs)
+        })
 }
 
 /// All plugins of one run.
@@ -455,11 +479,30 @@ pub struct PluginSet {
     pub table: ProbeTable,
     /// cgroups named by subscriptions, resolved, by name.
     cgroups: BTreeMap<String, Cgroup>,
+    /// Compute kernel aggregations in the host, over streamed records (recording, replay).
+    aggregate_in_host: bool,
+    /// Kernel aggregations of every plugin, once resolved.
+    aggs: Option<SharedStore>,
+    /// Their shared task filter.
+    agg_task: crate::agg::TaskFilter,
 }
 
 impl PluginSet {
     pub fn new(runners: Vec<Runner>) -> PluginSet {
-        PluginSet { runners, table: ProbeTable::default(), cgroups: BTreeMap::new() }
+        PluginSet {
+            runners,
+            table: ProbeTable::default(),
+            cgroups: BTreeMap::new(),
+            aggregate_in_host: false,
+            aggs: None,
+            agg_task: crate::agg::TaskFilter::default(),
+        }
+    }
+
+    /// Compute kernel aggregations here from streamed events instead of in the kernel,
+    /// so that a recording holds what they need. Replays always do. Call before `resolve`.
+    pub fn aggregate_in_host(&mut self, yes: bool) {
+        self.aggregate_in_host = yes;
     }
 
     /// Resolve every subscription against `source` (the live system or a recording):
@@ -471,6 +514,37 @@ impl PluginSet {
         let mut tp_index: BTreeMap<(String, String), usize> = BTreeMap::new();
         let mut perf_index: BTreeMap<u32, usize> = BTreeMap::new();
         let replay = matches!(source, Source::Recorded(_));
+        let in_host = replay || self.aggregate_in_host;
+        if in_host {
+            // Stream the aggregations' probes, unfiltered: the evaluator applies their filters.
+            for r in &mut self.runners {
+                let probes: Vec<String> = r
+                    .plan
+                    .aggregations
+                    .iter()
+                    .flat_map(|a| std::iter::once(a.probe.clone()).chain(a.start.iter().map(|s| s.probe.clone())))
+                    .collect();
+                for probe in probes {
+                    let wire = types::Subscription {
+                        probe,
+                        filter: types::Filter {
+                            syscalls: Vec::new(),
+                            uids: Vec::new(),
+                            comms: Vec::new(),
+                            pids: Vec::new(),
+                            cgroups: Vec::new(),
+                            predicates: Vec::new(),
+                        },
+                        stacks: types::StackMode::empty(),
+                        optional: false,
+                    };
+                    let mut ignored = Vec::new();
+                    let sub = parse_sub(&r.info.name, &wire, &mut ignored)?;
+                    r.plan.subscriptions.push(wire);
+                    r.subs.push(sub);
+                }
+            }
+        }
         for r in &mut self.runners {
             let plugin = r.info.name.clone();
             for (i, sub) in r.subs.iter_mut().enumerate() {
@@ -517,7 +591,114 @@ impl PluginSet {
         }
         self.push_down_syscall_preds(&mut table, source);
         self.table = table;
+        self.resolve_aggregations(source, in_host)
+    }
+
+    /// Compile every plugin's kernel aggregations and give each plugin its reader.
+    fn resolve_aggregations(&mut self, source: &Source<'_>, in_host: bool) -> Result<(), PluginError> {
+        let mut specs = Vec::new();
+        let mut task: Option<(String, crate::agg::TaskFilter)> = None;
+        for r in &mut self.runners {
+            let plugin = r.info.name.clone();
+            let mut ids = Vec::new();
+            for wire in &r.plan.aggregations {
+                let id = specs.len() as u32;
+                let spec = crate::agg::compile(wire, id, source).map_err(|reason| PluginError::BadPlan {
+                    plugin: plugin.clone(),
+                    reason: format!("kernel aggregation `{}`: {reason}", wire.name),
+                })?;
+                let this = crate::agg::TaskFilter::of(&wire.filter);
+                match &task {
+                    Some((other, t)) if *t != this => {
+                        return Err(PluginError::BadPlan {
+                            plugin: plugin.clone(),
+                            reason: format!(
+                                "kernel aggregation `{}`: every kernel aggregation of a run must have the same uid, \
+                                 comm, pid and cgroup filters (`{other}` has others)",
+                                wire.name
+                            ),
+                        })
+                    }
+                    Some(_) => {}
+                    None => task = Some((wire.name.clone(), this)),
+                }
+                ids.push(id);
+                specs.push(spec);
+            }
+            r.agg_ids = ids;
+        }
+        if specs.is_empty() {
+            return Ok(());
+        }
+        let task = task.map(|(_, t)| t).unwrap_or_default();
+        if in_host && !task.cgroups.is_empty() {
+            return Err(PluginError::BadPlan {
+                plugin: self.runners.iter().find(|r| !r.agg_ids.is_empty()).map_or("", |r| r.name()).to_string(),
+                reason: "kernel aggregations with a cgroup filter cannot be recorded or replayed".into(),
+            });
+        }
+        for name in &task.cgroups {
+            if !self.cgroups.contains_key(name) {
+                let cg = cgroup::resolve(name).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
+                self.cgroups.insert(name.clone(), cg);
+            }
+        }
+        crate::agg::sites(&specs).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
+        let backend = if in_host {
+            crate::agg::Backend::Host(crate::agg::Evaluator::new(&specs, task.clone()))
+        } else {
+            crate::agg::Backend::Kernel { values: None, baselines: Default::default() }
+        };
+        let store: SharedStore = Arc::new(Mutex::new(crate::agg::Store { specs, backend }));
+        for r in &mut self.runners {
+            if r.agg_ids.is_empty() {
+                continue;
+            }
+            if let Some(inst) = r.instance.as_mut() {
+                inst.set_aggregates(Box::new(crate::agg::PluginAggs { store: store.clone(), ids: r.agg_ids.clone() }));
+            }
+        }
+        self.agg_task = task;
+        self.aggs = Some(store);
         Ok(())
+    }
+
+    /// The aggregation collector's probe sites; empty when nothing aggregates in the kernel.
+    pub fn agg_sites(&self) -> Vec<crate::collect::agg::SiteConfig> {
+        let Some(store) = &self.aggs else { return Vec::new() };
+        let store = store.lock().unwrap_or_else(|e| e.into_inner());
+        match store.backend {
+            crate::agg::Backend::Host(_) => Vec::new(),
+            crate::agg::Backend::Kernel { .. } => crate::agg::sites(&store.specs).unwrap_or_default(),
+        }
+    }
+
+    /// The aggregation collector's filter (the caller adds `-p`/`-c` targets).
+    pub fn agg_filter(&self) -> KernelFilter {
+        let cgroups = self
+            .agg_task
+            .cgroups
+            .iter()
+            .filter_map(|name| self.cgroups.get(name))
+            .flat_map(|cg| std::iter::once((cg.id, cg.level)))
+            .collect();
+        self.agg_task.kernel(cgroups)
+    }
+
+    /// Hand the kernel's aggregation map to the plugins' readers.
+    pub fn attach_kernel_values(&mut self, values: crate::collect::agg::KernelValues) {
+        if let Some(store) = &self.aggs {
+            if let crate::agg::Backend::Kernel { values: v, .. } =
+                &mut store.lock().unwrap_or_else(|e| e.into_inner()).backend
+            {
+                *v = Some(values);
+            }
+        }
+    }
+
+    /// Events the host's aggregation evaluator lost to a full map.
+    pub fn agg_lost(&self) -> u64 {
+        self.aggs.as_ref().map_or(0, |s| s.lock().unwrap_or_else(|e| e.into_inner()).host_lost())
     }
 
     /// Comparisons on a syscall's arguments run in the kernel when every subscription that
@@ -549,12 +730,22 @@ impl PluginSet {
 
     /// Route every record of a chunk to the plugins, then deliver the partial batches.
     pub fn dispatch(&mut self, bytes: &[u8], out: &mut Output, clock: &Clock) {
+        let store = self.aggs.clone();
+        let mut store = store.as_ref().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut evaluator = match store.as_deref_mut() {
+            Some(crate::agg::Store { backend: crate::agg::Backend::Host(e), .. }) => Some(e),
+            _ => None,
+        };
         for rec in wasmtap_abi::Records::new(bytes) {
             let Some(kind) = rec.kind() else { continue };
+            if let Some(e) = evaluator.as_mut() {
+                e.offer(&rec);
+            }
             for r in &mut self.runners {
                 r.offer(&rec, kind, out, clock);
             }
         }
+        drop(store);
         for r in &mut self.runners {
             r.flush(out, clock);
         }
@@ -639,8 +830,14 @@ impl PluginSet {
 
     /// Names of the probes subscribed, for the recording header.
     pub fn probe_names(&self) -> Vec<String> {
-        let set: BTreeSet<String> =
+        let mut set: BTreeSet<String> =
             self.runners.iter().flat_map(|r| r.plan.subscriptions.iter().map(|s| s.probe.clone())).collect();
+        for r in &self.runners {
+            for a in &r.plan.aggregations {
+                set.insert(a.probe.clone());
+                set.extend(a.start.iter().map(|s| s.probe.clone()));
+            }
+        }
         set.into_iter().collect()
     }
 
@@ -828,7 +1025,7 @@ fn kernel_preds(preds: &[Pred]) -> Vec<Pred> {
     preds.iter().take(table::KERNEL_PREDS_MAX).copied().collect()
 }
 
-fn compile_preds(
+pub(crate) fn compile_preds(
     preds: &[types::Predicate],
     locate: impl Fn(&str) -> Result<FieldLoc, String>,
 ) -> Result<Vec<Pred>, String> {

@@ -85,11 +85,13 @@ pub(super) struct HostState {
     /// `host.schema` answers, by subscription index.
     pub schemas: Vec<Option<types::ProbeSchema>>,
     symbols: SharedSymbols,
+    /// `host.read-aggregation` answers; none if the plan declared no kernel aggregations.
+    pub aggregates: Option<Box<dyn super::Aggregates>>,
 }
 
 impl HostState {
     pub fn new(clock: Clock, symbols: SharedSymbols) -> Self {
-        HostState { clock, out: GuestOutput::default(), schemas: Vec::new(), symbols }
+        HostState { clock, out: GuestOutput::default(), schemas: Vec::new(), symbols, aggregates: None }
     }
 
     pub fn take_output(&mut self) -> GuestOutput {
@@ -98,14 +100,17 @@ impl HostState {
 }
 
 fn row_bytes(row: &types::Row) -> usize {
-    row.values
-        .iter()
-        .map(|v| match v {
-            types::Value::Int(_) => 8,
-            types::Value::Text(s) => s.len() + 8,
-        })
-        .sum::<usize>()
-        + 8
+    row.values.iter().map(value_bytes).sum::<usize>() + 8
+}
+
+fn value_bytes(v: &types::Value) -> usize {
+    match v {
+        types::Value::Int(_) => 8,
+        types::Value::Text(s) => s.len() + 8,
+        types::Value::Stack(frames) => {
+            frames.iter().map(|f| 40 + f.symbol.len() + f.module.len() + f.file.len()).sum::<usize>() + 8
+        }
+    }
 }
 
 impl types::Host for StoreState {}
@@ -159,6 +164,27 @@ impl host::Host for StoreState {
             })
             .collect();
         Ok(out)
+    }
+
+    fn read_aggregation(&mut self, id: u32, reset: bool) -> wasmtime::Result<Vec<types::AggEntry>> {
+        self.read_aggregation_impl(id, reset)
+    }
+}
+
+impl StoreState {
+    fn read_aggregation_impl(&mut self, id: u32, reset: bool) -> wasmtime::Result<Vec<types::AggEntry>> {
+        let Some(aggs) = self.host.aggregates.as_mut() else {
+            wasmtime::bail!("read-aggregation: no kernel aggregation {id} (the plan declared none)");
+        };
+        match aggs.read(id, reset) {
+            Ok(entries) => Ok(entries),
+            Err(e) if e.starts_with("no kernel aggregation") => wasmtime::bail!("read-aggregation: {e}"),
+            Err(e) => {
+                let message = format!("kernel aggregation {id} could not be read: {e}");
+                self.host.out.items.push(GuestItem::Log(LogLine { level: types::Level::Warn, message }));
+                Ok(Vec::new())
+            }
+        }
     }
 }
 

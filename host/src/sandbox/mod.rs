@@ -34,6 +34,13 @@ pub trait Symbols: Send {
     fn frames(&mut self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<types::Frame>;
 }
 
+/// What answers a plugin's `read-aggregation` calls: the kernel collector's maps, or
+/// the host's evaluation of a recording.
+pub trait Aggregates: Send {
+    /// A snapshot of the plugin's aggregation `id`; with `reset`, the next starts from zero.
+    fn read(&mut self, id: u32, reset: bool) -> Result<Vec<types::AggEntry>, String>;
+}
+
 /// The symbol source every plugin of a sandbox shares.
 pub type SharedSymbols = Arc<Mutex<Option<Box<dyn Symbols>>>>;
 
@@ -312,6 +319,11 @@ impl Instance {
     }
 
     /// The schemas `host.schema` answers with, by subscription index.
+    /// Answer the plugin's `read-aggregation` calls with `aggs`.
+    pub fn set_aggregates(&mut self, aggs: Box<dyn Aggregates>) {
+        self.store.data_mut().host.aggregates = Some(aggs);
+    }
+
     pub fn set_schemas(&mut self, schemas: Vec<Option<types::ProbeSchema>>) {
         self.store.data_mut().host.schemas = schemas;
     }

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * agg: aggregations computed in the kernel (DESIGN.md §2). No event leaves the kernel;
+ * each probe site runs the actions the host configured in AGG_SITES: count, sum, min,
+ * max or a log2/linear histogram of a value, keyed by up to four parts (comm, pid, tid,
+ * uid, cgroup, syscall number, a field of the probe), or the latency between a
+ * start event and an end event matched by a key (the thread, or a field such as a
+ * request pointer). Values go to a per-CPU hash that the host reads and sums.
+ *
+ * Sites: the sys_enter and sys_exit programs (raw tracepoints with BTF) are sites 0
+ * and 1; every other tracepoint is attached with its site number as the cookie.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "filter.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WT_AGG_SITES);
+	__type(key, __u32);
+	__type(value, struct wt_agg_site);
+} AGG_SITES SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct wt_agg_key);
+	__type(value, struct wt_agg_value);
+} AGG_VALUES SEC(".maps");
+
+/* Start times of intervals not ended yet; the least recently used go when it is full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct wt_agg_start_key);
+	__type(value, __u64);
+} AGG_STARTS SEC(".maps");
+
+struct wt_agg_ctx {
+	const void *data; /* the tracepoint entry; NULL for syscalls (then sys) */
+	__u64 sys[7];
+	__u64 pid_tgid;
+	__u64 now;
+	__s64 id; /* syscall number, or -1 */
+};
+
+/* A value of `size` bytes at `off` of the probe's data, sign-extended if asked. */
+static __always_inline int wt_agg_field(const struct wt_agg_ctx *c, const struct wt_agg_src *s, __u64 *out)
+{
+	const void *base = c->data ? c->data : (const void *)c->sys;
+	__u32 size = s->size;
+	__u64 v = 0;
+
+	if (size != 1 && size != 2 && size != 4 && size != 8)
+		return -1;
+	if (bpf_probe_read_kernel(&v, size & 15, (const char *)base + s->off))
+		return -1;
+	if ((s->flags & WT_PRED_SIGNED) && size < 8) {
+		int shift = 64 - size * 8;
+
+		v = (__u64)(((__s64)(v << shift)) >> shift);
+	}
+	*out = v;
+	return 0;
+}
+
+static __always_inline int wt_agg_read(const struct wt_agg_ctx *c, const struct wt_agg_src *s, __u64 *out)
+{
+	switch (s->src) {
+	case WT_SRC_PID:
+		*out = c->pid_tgid >> 32;
+		return 0;
+	case WT_SRC_TID:
+		*out = (__u32)c->pid_tgid;
+		return 0;
+	case WT_SRC_UID:
+		*out = (__u32)bpf_get_current_uid_gid();
+		return 0;
+	case WT_SRC_CGROUP:
+		*out = bpf_get_current_cgroup_id();
+		return 0;
+	case WT_SRC_SYSCALL:
+		*out = (__u64)c->id;
+		return 0;
+	case WT_SRC_FIELD:
+		return wt_agg_field(c, s, out);
+	}
+	*out = 0;
+	return 0;
+}
+
+static __always_inline __u32 wt_ilog2(__u64 v)
+{
+	__u32 r = 0;
+
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) r += 1;
+	return r;
+}
+
+/* wasmtap_abi::hist::log2_bucket: 0 for 0, 1 + log2(v) above, the negation below. */
+static __always_inline __s32 wt_log2_bucket(__s64 v)
+{
+	__u64 m;
+	__s32 b;
+
+	if (v == 0)
+		return 0;
+	m = v < 0 ? (__u64)0 - (__u64)v : (__u64)v;
+	b = 1 + (__s32)wt_ilog2(m);
+	return v < 0 ? -b : b;
+}
+
+/* wasmtap_abi::hist::Linear::bucket: 0 below min, 1..=levels, levels + 1 above. */
+static __always_inline __s32 wt_linear_bucket(const struct wt_agg_action *a, __s64 v)
+{
+	__u64 k;
+
+	if (v < a->lin_min || !a->lin_step)
+		return 0;
+	k = ((__u64)v - (__u64)a->lin_min) / a->lin_step;
+	return k < a->lin_levels ? (__s32)k + 1 : (__s32)a->lin_levels + 1;
+}
+
+static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
+{
+	struct wt_agg_value *cur = bpf_map_lookup_elem(&AGG_VALUES, k);
+
+	if (!cur) {
+		struct wt_agg_value init = { .count = 1, .sum = v, .min = v, .max = v };
+
+		if (!bpf_map_update_elem(&AGG_VALUES, k, &init, BPF_NOEXIST))
+			return;
+		/* Another CPU created the key first; our slot of it is zero. */
+		cur = bpf_map_lookup_elem(&AGG_VALUES, k);
+		if (!cur) {
+			wt_count(WT_AGG_KIND, WT_SLOT_DROPPED);
+			return;
+		}
+	}
+	if (!cur->count || v < cur->min)
+		cur->min = v;
+	if (!cur->count || v > cur->max)
+		cur->max = v;
+	cur->count += 1;
+	cur->sum += v;
+}
+
+static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct wt_agg_action *a)
+{
+	const void *base = c->data ? c->data : (const void *)c->sys;
+	struct wt_agg_start_key sk = {};
+	struct wt_agg_key k = {};
+	__u64 v = 0, *ts;
+	int i;
+
+	if (a->filter_syscalls) {
+		__u32 nr = (__u32)c->id;
+
+		if (c->id < 0 || nr >= 512 || !(a->syscalls[(nr >> 3) & 63] & (1 << (nr & 7)))) {
+			wt_count(WT_AGG_KIND, WT_SLOT_FILTERED);
+			return;
+		}
+	}
+	if (!wt_preds_pass(WT_AGG_KIND, &a->preds, base))
+		return;
+	if (a->role == WT_ROLE_START || a->role == WT_ROLE_END) {
+		sk.agg = a->agg;
+		if (wt_agg_read(c, &a->corr, &sk.corr))
+			return;
+	}
+	if (a->role == WT_ROLE_START) {
+		bpf_map_update_elem(&AGG_STARTS, &sk, &c->now, BPF_ANY);
+		return;
+	}
+	if (a->role == WT_ROLE_END) {
+		ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
+		if (!ts)
+			return;
+		v = c->now - *ts;
+		bpf_map_delete_elem(&AGG_STARTS, &sk);
+	} else if (a->fn != WT_FN_COUNT && wt_agg_read(c, &a->value, &v)) {
+		return;
+	}
+	k.agg = a->agg;
+	for (i = 0; i < WT_AGG_KEYS; i++) {
+		const struct wt_agg_src *s = &a->keys[i];
+
+		if (s->src == WT_SRC_NONE)
+			break;
+		if (s->src == WT_SRC_COMM)
+			bpf_get_current_comm(&k.comm, sizeof(k.comm));
+		else if (wt_agg_read(c, s, &k.parts[i]))
+			return;
+	}
+	if (a->fn == WT_FN_LOG2)
+		k.bucket = wt_log2_bucket((__s64)v);
+	else if (a->fn == WT_FN_LINEAR)
+		k.bucket = wt_linear_bucket(a, (__s64)v);
+	wt_agg_update(&k, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
+}
+
+static __always_inline void wt_agg_run(const struct wt_agg_ctx *c, __u32 site)
+{
+	struct wt_agg_site *s = bpf_map_lookup_elem(&AGG_SITES, &site);
+	int i;
+
+	if (!s)
+		return;
+	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
+	for (i = 0; i < WT_AGG_ACTIONS; i++) {
+		if (i >= s->n)
+			break;
+		wt_agg_act(c, &s->a[i]);
+	}
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(wt_agg_sys_enter, struct pt_regs *regs, long id)
+{
+	struct wt_agg_ctx c = {};
+
+	c.pid_tgid = bpf_get_current_pid_tgid();
+	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
+		return 0;
+	c.now = bpf_ktime_get_ns();
+	c.id = id;
+	c.sys[0] = id;
+	c.sys[1] = regs->di;
+	c.sys[2] = regs->si;
+	c.sys[3] = regs->dx;
+	c.sys[4] = regs->r10;
+	c.sys[5] = regs->r8;
+	c.sys[6] = regs->r9;
+	wt_agg_run(&c, WT_AGG_SYS_ENTER);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(wt_agg_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct wt_agg_ctx c = {};
+
+	c.pid_tgid = bpf_get_current_pid_tgid();
+	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
+		return 0;
+	c.now = bpf_ktime_get_ns();
+	c.id = regs->orig_ax;
+	c.sys[0] = c.id;
+	c.sys[1] = ret;
+	wt_agg_run(&c, WT_AGG_SYS_EXIT);
+	return 0;
+}
+
+SEC("tracepoint")
+int wt_agg_tracepoint(void *ctx)
+{
+	struct wt_agg_ctx c = {};
+
+	c.pid_tgid = bpf_get_current_pid_tgid();
+	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
+		return 0;
+	c.now = bpf_ktime_get_ns();
+	c.data = ctx;
+	c.id = -1;
+	wt_agg_run(&c, (__u32)bpf_get_attach_cookie(ctx));
+	return 0;
+}
+
+WT_TRACKING_PROGRAMS(wt_agg)

@@ -1,0 +1,126 @@
+//! Aggregations computed in the kernel: declared in the plan, read as snapshots.
+//!
+//! Nothing is streamed for them: the collector keeps count, sum, min, max or a
+//! histogram per key in a kernel map, and the plugin reads it with
+//! [`read_aggregation`](crate::read_aggregation) — in `on_tick` for periodic reports,
+//! in `finish` for the end. The shape of `@[comm] = count()`, `@[args.id] = hist(..)`,
+//! runqlat and biolatency:
+//!
+//! ```
+//! use wasmtap_sdk::{AggSource, Correlation, KernelAggregation, Plan};
+//! // @[comm] = count() on every syscall
+//! let by_comm = KernelAggregation::count("by_comm", "tracepoint:raw_syscalls:sys_enter").by(AggSource::Comm);
+//! // syscall latency: a power-of-two histogram per syscall, entry to exit of a thread
+//! let latency = KernelAggregation::log2_histogram("latency", "tracepoint:raw_syscalls:sys_exit", AggSource::Latency)
+//!     .by(AggSource::Syscall)
+//!     .latency_from("tracepoint:raw_syscalls:sys_enter", Correlation::Tid, Correlation::Tid);
+//! let plan = Plan::new(vec![]).with_aggregation(by_comm).with_aggregation(latency);
+//! assert_eq!(plan.aggregations.len(), 2); // ids 0 and 1
+//! ```
+//!
+//! A replay computes the same snapshots from the recorded events, so a plugin's output
+//! does not depend on where it ran.
+
+use crate::{AggSource, Correlation, Filter, KernelAggregation, KernelFunction, LinearBuckets, Plan, StartEvent};
+
+impl KernelAggregation {
+    fn with(name: &str, probe: &str, function: KernelFunction, value: AggSource) -> Self {
+        KernelAggregation {
+            name: name.to_string(),
+            probe: probe.to_string(),
+            filter: Filter::default(),
+            keys: Vec::new(),
+            function,
+            value,
+            start: None,
+        }
+    }
+
+    /// Events of `probe` (`count()`).
+    pub fn count(name: &str, probe: &str) -> Self {
+        Self::with(name, probe, KernelFunction::Count, AggSource::Pid)
+    }
+
+    /// The sum of `value` (`sum(v)`).
+    pub fn sum(name: &str, probe: &str, value: AggSource) -> Self {
+        Self::with(name, probe, KernelFunction::Sum, value)
+    }
+
+    /// The smallest `value` (`min(v)`).
+    pub fn min(name: &str, probe: &str, value: AggSource) -> Self {
+        Self::with(name, probe, KernelFunction::Min, value)
+    }
+
+    /// The largest `value` (`max(v)`).
+    pub fn max(name: &str, probe: &str, value: AggSource) -> Self {
+        Self::with(name, probe, KernelFunction::Max, value)
+    }
+
+    /// A power-of-two histogram of `value` (`quantize(v)`, bpftrace `hist(v)`).
+    pub fn log2_histogram(name: &str, probe: &str, value: AggSource) -> Self {
+        Self::with(name, probe, KernelFunction::Log2Histogram, value)
+    }
+
+    /// A linear histogram of `value` (`lquantize(v, min, max, step)`, bpftrace `lhist`).
+    pub fn linear_histogram(name: &str, probe: &str, value: AggSource, min: i64, max: i64, step: i64) -> Self {
+        Self::with(name, probe, KernelFunction::LinearHistogram(LinearBuckets { min, max, step }), value)
+    }
+
+    /// Add a key part; up to four, in order (the snapshot's keys follow this order).
+    pub fn by(mut self, key: AggSource) -> Self {
+        self.keys.push(key);
+        self
+    }
+
+    /// Only events that pass `filter` (pushed into the kernel).
+    pub fn with_filter(mut self, filter: Filter) -> Self {
+        self.filter = filter;
+        self
+    }
+
+    /// Aggregate the time since `start_probe` fired with the same key: `key` on the start
+    /// event must equal `end_key` on this aggregation's probe (the thread, or a field such
+    /// as a request pointer). The value becomes the latency in nanoseconds.
+    pub fn latency_from(mut self, start_probe: &str, key: Correlation, end_key: Correlation) -> Self {
+        self.value = AggSource::Latency;
+        self.start = Some(StartEvent { probe: start_probe.to_string(), filter: Filter::default(), key, end_key });
+        self
+    }
+
+    /// Only start events that pass `filter` (after [`latency_from`](Self::latency_from)).
+    pub fn start_filter(mut self, filter: Filter) -> Self {
+        if let Some(s) = self.start.as_mut() {
+            s.filter = filter;
+        }
+        self
+    }
+}
+
+impl Plan {
+    /// Declare a kernel aggregation; its index in `aggregations` is its id for
+    /// [`read_aggregation`](crate::read_aggregation).
+    pub fn with_aggregation(mut self, aggregation: KernelAggregation) -> Self {
+        self.aggregations.push(aggregation);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builders_fill_the_declaration() {
+        let a = KernelAggregation::linear_histogram("l", "syscall:read:exit", AggSource::Field("ret".into()), 0, 100, 10)
+            .by(AggSource::Comm)
+            .by(AggSource::Pid);
+        assert_eq!(a.keys, vec![AggSource::Comm, AggSource::Pid]);
+        assert_eq!(a.function, KernelFunction::LinearHistogram(LinearBuckets { min: 0, max: 100, step: 10 }));
+        let l = KernelAggregation::log2_histogram("q", "tracepoint:sched:sched_switch", AggSource::Pid)
+            .latency_from("tracepoint:sched:sched_wakeup", Correlation::Field("pid".into()), Correlation::Field("next_pid".into()))
+            .start_filter(Filter { uids: vec![0], ..Filter::default() });
+        assert_eq!(l.value, AggSource::Latency);
+        let start = l.start.unwrap();
+        assert_eq!((start.probe.as_str(), start.filter.uids.as_slice()), ("tracepoint:sched:sched_wakeup", &[0][..]));
+    }
+}

@@ -1,0 +1,199 @@
+use super::*;
+use crate::collect::table::ProbeTable;
+use types::{AggSource, AggValue, Correlation, Filter, KernelAggregation, KernelFunction, StartEvent, Value};
+
+fn filter() -> Filter {
+    Filter {
+        syscalls: Vec::new(),
+        uids: Vec::new(),
+        comms: Vec::new(),
+        pids: Vec::new(),
+        cgroups: Vec::new(),
+        predicates: Vec::new(),
+    }
+}
+
+fn agg(probe: &str, keys: Vec<AggSource>, function: KernelFunction, value: AggSource) -> KernelAggregation {
+    KernelAggregation { name: "a".into(), probe: probe.into(), filter: filter(), keys, function, value, start: None }
+}
+
+/// A syscall record: `exit` ones carry `ret` in `arg`.
+fn sys(exit: bool, ts: u64, tid: u32, comm: &str, id: i64, arg: i64) -> Vec<u8> {
+    let size = if exit { 72 } else { 112 };
+    let mut b = vec![0u8; size];
+    b[0..2].copy_from_slice(&(if exit { 2u16 } else { 1u16 }).to_le_bytes());
+    b[2..4].copy_from_slice(&(size as u16).to_le_bytes());
+    b[8..16].copy_from_slice(&ts.to_le_bytes());
+    b[16..20].copy_from_slice(&(tid / 10).to_le_bytes());
+    b[20..24].copy_from_slice(&tid.to_le_bytes());
+    b[40..40 + comm.len()].copy_from_slice(comm.as_bytes());
+    b[56..64].copy_from_slice(&id.to_le_bytes());
+    b[64..72].copy_from_slice(&arg.to_le_bytes());
+    b
+}
+
+fn run(specs: &[Spec], records: &[Vec<u8>]) -> Store {
+    let mut e = Evaluator::new(specs, TaskFilter::default());
+    for r in records {
+        e.offer(&Record::new(r));
+    }
+    Store { specs: specs.to_vec(), backend: Backend::Host(e) }
+}
+
+fn scalars(entries: &[types::AggEntry]) -> Vec<(String, i64)> {
+    let key = |k: &[Value]| {
+        k.iter()
+            .map(|v| match v {
+                Value::Int(i) => i.to_string(),
+                Value::Text(s) => s.clone(),
+                Value::Stack(_) => "stack".into(),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    entries
+        .iter()
+        .map(|e| match &e.value {
+            AggValue::Scalar(v) => (key(&e.key), *v),
+            other => panic!("not a scalar: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn counts_by_comm_and_syscall_like_the_kernel() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let by_comm = compile(&agg("tracepoint:raw_syscalls:sys_enter", vec![AggSource::Comm], KernelFunction::Count, AggSource::Pid), 0, &source).unwrap();
+    let by_nr = compile(&agg("tracepoint:raw_syscalls:sys_enter", vec![AggSource::Syscall], KernelFunction::Count, AggSource::Pid), 1, &source).unwrap();
+    let recs = vec![sys(false, 1, 11, "cat", 0, 0), sys(false, 2, 11, "cat", 1, 0), sys(false, 3, 22, "sh", 0, 0), sys(true, 4, 22, "sh", 0, 5)];
+    let mut store = run(&[by_comm, by_nr], &recs);
+    let got = scalars(&store.read(0, false).unwrap());
+    assert_eq!(got, vec![("cat".to_string(), 2), ("sh".to_string(), 1)]);
+    let got = scalars(&store.read(1, true).unwrap());
+    assert_eq!(got, vec![("0".to_string(), 2), ("1".to_string(), 1)]);
+    assert!(store.read(1, false).unwrap().is_empty(), "a reset starts from zero");
+}
+
+#[test]
+fn sums_filtered_by_syscall_and_comparison() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let mut wire = agg("syscall:write:entry", vec![AggSource::Pid], KernelFunction::Sum, AggSource::Field("arg2".into()));
+    wire.filter.predicates.push(types::Predicate { field: "arg2".into(), op: types::CmpOp::Gt, value: 100 });
+    let spec = compile(&wire, 0, &source).unwrap();
+    let recs = vec![
+        sys(false, 1, 11, "w", 1, 0),
+        sys(false, 2, 11, "w", 0, 0),
+    ];
+    // arg2 sits in args[2]: patch the records' third argument.
+    let mut recs = recs;
+    recs[0][80..88].copy_from_slice(&4096u64.to_le_bytes());
+    recs[1][80..88].copy_from_slice(&4096u64.to_le_bytes());
+    let mut small = sys(false, 3, 11, "w", 1, 0);
+    small[80..88].copy_from_slice(&10u64.to_le_bytes());
+    recs.push(small);
+    let mut store = run(&[spec], &recs);
+    assert_eq!(scalars(&store.read(0, false).unwrap()), vec![("1".to_string(), 4096)]);
+}
+
+#[test]
+fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let mut wire = agg("tracepoint:raw_syscalls:sys_exit", vec![AggSource::Syscall], KernelFunction::Log2Histogram, AggSource::Latency);
+    wire.start = Some(StartEvent {
+        probe: "tracepoint:raw_syscalls:sys_enter".into(),
+        filter: filter(),
+        key: Correlation::Tid,
+        end_key: Correlation::Tid,
+    });
+    let spec = compile(&wire, 0, &source).unwrap();
+    assert_eq!(spec.actions.len(), 2);
+    let recs = vec![
+        sys(false, 1_000, 11, "a", 0, 0),
+        sys(false, 1_100, 22, "b", 0, 0),
+        sys(true, 2_000, 11, "a", 0, 0),  // 1000 ns: [512, 1024)
+        sys(true, 1_105, 22, "b", 0, 0),  // 5 ns: [4, 8)
+        sys(true, 9_000, 33, "c", 0, 0),  // no start: ignored
+        sys(true, 9_500, 11, "a", 0, 0),  // its start was used up
+    ];
+    let mut store = run(&[spec], &recs);
+    let entries = store.read(0, false).unwrap();
+    assert_eq!(entries.len(), 1);
+    let AggValue::Histogram(h) = &entries[0].value else { panic!() };
+    assert_eq!(h.sum, 1005);
+    let used: Vec<(i64, i64, u64)> = h.buckets.iter().filter(|b| b.count > 0).map(|b| (b.low, b.high, b.count)).collect();
+    assert_eq!(used, vec![(4, 8, 1), (512, 1024, 1)]);
+    // Every bucket between the two is there, empty.
+    assert_eq!(h.buckets.len(), 8);
+    assert!(h.buckets.windows(2).all(|w| w[0].high == w[1].low));
+}
+
+#[test]
+fn linear_histogram_buckets_match_lquantize() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let lin = types::LinearBuckets { min: 0, max: 100, step: 10 };
+    let spec = compile(&agg("tracepoint:raw_syscalls:sys_exit", vec![], KernelFunction::LinearHistogram(lin), AggSource::Field("ret".into())), 0, &source).unwrap();
+    let recs: Vec<Vec<u8>> = [-1i64, 0, 9, 10, 55, 99, 100, 5000].iter().map(|r| sys(true, 1, 1, "x", 0, *r)).collect();
+    let mut store = run(&[spec], &recs);
+    let entries = store.read(0, false).unwrap();
+    let AggValue::Histogram(h) = &entries[0].value else { panic!() };
+    let rows: Vec<(i64, i64, u64)> = h.buckets.iter().map(|b| (b.low, b.high, b.count)).collect();
+    assert_eq!(rows.first(), Some(&(i64::MIN, 0, 1)));
+    assert_eq!(rows[1], (0, 10, 2));
+    assert_eq!(rows[2], (10, 20, 1));
+    assert_eq!(rows[6], (50, 60, 1));
+    assert_eq!(rows[10], (90, 100, 1));
+    assert_eq!(rows.last(), Some(&(100, i64::MAX, 2)));
+    assert_eq!(rows.len(), 12);
+}
+
+#[test]
+fn bad_declarations_name_the_problem() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let err = |w: KernelAggregation| compile(&w, 0, &source).unwrap_err();
+    assert!(err(agg("proc:exec", vec![], KernelFunction::Count, AggSource::Pid)).contains("syscall probes and tracefs tracepoints"));
+    assert!(err(agg("syscall:read:exit", vec![], KernelFunction::Sum, AggSource::Field("count".into()))).contains("`ret`"));
+    assert!(err(agg("syscall:read:entry", vec![], KernelFunction::Sum, AggSource::Latency)).contains("needs a start event"));
+    assert!(err(agg("syscall:read:entry", vec![AggSource::Comm, AggSource::Comm], KernelFunction::Count, AggSource::Pid)).contains("one `comm`"));
+    let lin = types::LinearBuckets { min: 10, max: 0, step: 1 };
+    assert!(err(agg("syscall:read:exit", vec![], KernelFunction::LinearHistogram(lin), AggSource::Field("ret".into()))).contains("linear histogram"));
+}
+
+#[test]
+fn actions_encode_as_struct_wt_agg_action() {
+    let a = Action {
+        agg: 7,
+        role: Role::End,
+        func: Func::Linear { min: -5, max: 95, step: 10 },
+        keys: vec![Src::Comm, Src::Field(FieldLoc { off: 24, size: 4, signed: true })],
+        value: Src::Latency,
+        corr: Src::Tid,
+        preds: Vec::new(),
+        syscalls: Some(BTreeSet::from([0, 9, 511])),
+    };
+    let b = a.encode();
+    assert_eq!(&b[0..8], &[7, 0, 0, 0, 2, 6, 1, 0]);
+    assert_eq!(&b[8..16], &[1, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&b[16..24], &[8, 4, 1, 0, 24, 0, 0, 0]);
+    assert_eq!((b[40], b[48]), (9, 3));
+    assert_eq!(i64::from_le_bytes(b[56..64].try_into().unwrap()), -5);
+    assert_eq!(u64::from_le_bytes(b[64..72].try_into().unwrap()), 10);
+    assert_eq!(u64::from_le_bytes(b[72..80].try_into().unwrap()), 10);
+    assert_eq!((b[144], b[145], b[207]), (1, 2, 0x80));
+}
+
+#[test]
+fn sites_number_syscalls_first_and_cap_actions() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let specs: Vec<Spec> = (0..9)
+        .map(|i| compile(&agg("tracepoint:raw_syscalls:sys_enter", vec![], KernelFunction::Count, AggSource::Pid), i, &source).unwrap())
+        .collect();
+    let sites = super::sites(&specs[..2]).unwrap();
+    assert_eq!((sites.len(), sites[0].site, sites[0].actions.len()), (1, 0, 2));
+    assert!(super::sites(&specs).unwrap_err().contains("more than 8"));
+}

@@ -1,0 +1,196 @@
+//! The kernel side of kernel aggregations (`bpf/agg.bpf.c`): what the host writes into
+//! `AGG_SITES`, and reading `AGG_VALUES`, the per-CPU hash of aggregated values. The
+//! layouts mirror `struct wt_agg_*` in `bpf/wasmtap.h`.
+
+use aya::maps::{MapData, PerCpuHashMap, PerCpuValues};
+
+/// Key parts per aggregation (`WT_AGG_KEYS`).
+pub const KEYS_MAX: usize = 4;
+/// Actions per probe site (`WT_AGG_ACTIONS`).
+pub const ACTIONS_PER_SITE: usize = 8;
+/// Probe sites (`WT_AGG_SITES`): sys_enter, sys_exit, then tracepoints.
+pub const SITES_MAX: usize = 64;
+/// `struct wt_agg_action`.
+pub const ACTION_BYTES: usize = 208;
+/// `struct wt_agg_site`.
+pub const SITE_BYTES: usize = 8 + ACTIONS_PER_SITE * ACTION_BYTES;
+/// `struct wt_agg_key`.
+pub const KEY_BYTES: usize = 56;
+/// The COUNTERS row of the aggregation collector (`WT_AGG_KIND`).
+pub const AGG_KIND: u32 = 9;
+/// Keys the kernel keeps, over every aggregation of a run.
+pub const VALUES_MAX: u32 = 16384;
+
+/// Where a probe's events are aggregated.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SiteAttach {
+    SysEnter,
+    SysExit,
+    /// A tracefs tracepoint, attached with the site number as its cookie.
+    Tracepoint { id: u32, name: String },
+}
+
+/// One probe site and the actions it runs, encoded for `AGG_SITES`.
+#[derive(Clone, Debug)]
+pub struct SiteConfig {
+    pub site: u32,
+    pub attach: SiteAttach,
+    pub actions: Vec<[u8; ACTION_BYTES]>,
+}
+
+impl SiteConfig {
+    /// `struct wt_agg_site`.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = vec![0u8; SITE_BYTES];
+        v[0..4].copy_from_slice(&(self.actions.len().min(ACTIONS_PER_SITE) as u32).to_le_bytes());
+        for (i, a) in self.actions.iter().take(ACTIONS_PER_SITE).enumerate() {
+            v[8 + i * ACTION_BYTES..8 + (i + 1) * ACTION_BYTES].copy_from_slice(a);
+        }
+        v
+    }
+}
+
+/// An aggregation key as the collector builds it (the aggregation id aside).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RawKey {
+    /// Histograms: the bucket number of `wasmtap_abi::hist`; otherwise 0.
+    pub bucket: i32,
+    /// Key part `i` (unless it is the comm) in `parts[i]`.
+    pub parts: [u64; KEYS_MAX],
+    /// The comm key part, NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// Aggregated values of one key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawValue {
+    pub count: u64,
+    pub sum: i64,
+    pub min: i64,
+    pub max: i64,
+}
+
+impl RawValue {
+    /// Fold in one sample.
+    pub fn add(&mut self, v: i64) {
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        if self.count == 0 || v > self.max {
+            self.max = v;
+        }
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(v);
+    }
+
+    /// Fold in another CPU's values.
+    pub fn merge(&mut self, o: &RawValue) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 || o.min < self.min {
+            self.min = o.min;
+        }
+        if self.count == 0 || o.max > self.max {
+            self.max = o.max;
+        }
+        self.count += o.count;
+        self.sum = self.sum.wrapping_add(o.sum);
+    }
+}
+
+fn decode_key(b: &[u8; KEY_BYTES]) -> (u32, RawKey) {
+    let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    let mut key = RawKey { bucket: u32_at(4) as i32, ..RawKey::default() };
+    for (i, p) in key.parts.iter_mut().enumerate() {
+        *p = u64_at(8 + 8 * i);
+    }
+    key.comm.copy_from_slice(&b[40..56]);
+    (u32_at(0), key)
+}
+
+fn decode_value(b: &[u8; 32]) -> RawValue {
+    let at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    RawValue { count: at(0), sum: at(8) as i64, min: at(16) as i64, max: at(24) as i64 }
+}
+
+/// The kernel's aggregated values, read by the host.
+pub struct KernelValues {
+    map: PerCpuHashMap<MapData, [u8; KEY_BYTES], [u8; 32]>,
+}
+
+impl KernelValues {
+    pub(super) fn new(map: aya::maps::Map) -> Result<KernelValues, String> {
+        let map = PerCpuHashMap::try_from(map).map_err(|e| e.to_string())?;
+        Ok(KernelValues { map })
+    }
+
+    /// Every key of aggregation `agg`, summed over CPUs.
+    pub fn read(&self, agg: u32) -> Result<Vec<(RawKey, RawValue)>, String> {
+        let mut out = Vec::new();
+        for item in self.map.iter() {
+            let (k, per_cpu): ([u8; KEY_BYTES], PerCpuValues<[u8; 32]>) = match item {
+                Ok(kv) => kv,
+                // A key deleted while we iterate: the next one follows.
+                Err(aya::maps::MapError::KeyNotFound) => continue,
+                Err(e) => return Err(e.to_string()),
+            };
+            let (id, key) = decode_key(&k);
+            if id != agg {
+                continue;
+            }
+            let mut v = RawValue::default();
+            for cpu in per_cpu.iter() {
+                v.merge(&decode_value(cpu));
+            }
+            out.push((key, v));
+        }
+        Ok(out)
+    }
+
+    /// Forget keys of aggregation `agg` (min and max cannot be reset by subtraction).
+    pub fn remove(&mut self, agg: u32, keys: &[RawKey]) {
+        for key in keys {
+            let mut b = [0u8; KEY_BYTES];
+            b[0..4].copy_from_slice(&agg.to_le_bytes());
+            b[4..8].copy_from_slice(&key.bucket.to_le_bytes());
+            for (i, p) in key.parts.iter().enumerate() {
+                b[8 + 8 * i..16 + 8 * i].copy_from_slice(&p.to_le_bytes());
+            }
+            b[40..56].copy_from_slice(&key.comm);
+            let _ = self.map.remove(&b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_merge_across_cpus_ignoring_idle_ones() {
+        let mut a = RawValue::default();
+        a.merge(&RawValue { count: 2, sum: 10, min: 3, max: 7 });
+        a.merge(&RawValue::default());
+        a.merge(&RawValue { count: 1, sum: -4, min: -4, max: -4 });
+        assert_eq!(a, RawValue { count: 3, sum: 6, min: -4, max: 7 });
+        let mut b = RawValue::default();
+        for v in [3, 7, -4] {
+            b.add(v);
+        }
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn keys_decode_as_the_collector_lays_them_out() {
+        let mut b = [0u8; KEY_BYTES];
+        b[0..4].copy_from_slice(&3u32.to_le_bytes());
+        b[4..8].copy_from_slice(&(-2i32).to_le_bytes());
+        b[16..24].copy_from_slice(&42u64.to_le_bytes());
+        b[40..43].copy_from_slice(b"cat");
+        let (id, key) = decode_key(&b);
+        assert_eq!((id, key.bucket, key.parts[1]), (3, -2, 42));
+        assert_eq!(&key.comm[..4], b"cat\0");
+    }
+}
