@@ -87,6 +87,9 @@ pub struct RunArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     format: Format,
+    /// Also draw the stack-keyed aggregations as an SVG flame graph into FILE.
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<PathBuf>,
     #[command(flatten)]
     common: PluginArgs,
 }
@@ -115,6 +118,9 @@ pub struct ReplayArgs {
     plugins: Vec<String>,
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     format: Format,
+    /// Also draw the stack-keyed aggregations as an SVG flame graph into FILE.
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<PathBuf>,
     #[command(flatten)]
     common: PluginArgs,
 }

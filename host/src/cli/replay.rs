@@ -40,6 +40,9 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
     }
     plugins.resolve(&Source::Recorded(&table))?;
     let mut out = Output::stdio(args.format);
+    if let Some(path) = &args.flamegraph {
+        out.set_flamegraph(path.clone());
+    }
     for w in plugins.warnings() {
         out.diag(&w);
     }
@@ -52,6 +55,6 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
     out.flush();
     let accounting = pipeline::run_replay(&mut plugins, reader, &mut out)?;
     out.accounting(&accounting, args.common.stats);
-    out.flush();
+    out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })
 }

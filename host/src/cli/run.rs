@@ -16,11 +16,11 @@ use crate::sandbox::{Clock, Sandbox};
 use crate::sys::GatedChild;
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
-    trace(&args.plugins, &args.trace, &args.common, args.format, None)
+    trace(&args.plugins, &args.trace, &args.common, args.format, args.flamegraph.as_deref(), None)
 }
 
 pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
-    trace(&args.plugins, &args.trace, &args.common, Format::Text, args.file.as_deref())
+    trace(&args.plugins, &args.trace, &args.common, Format::Text, None, args.file.as_deref())
 }
 
 fn trace(
@@ -28,6 +28,7 @@ fn trace(
     trace: &TraceArgs,
     common: &PluginArgs,
     format: Format,
+    flamegraph: Option<&std::path::Path>,
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
     let sandbox = Sandbox::new(common.limits())?;
@@ -80,6 +81,9 @@ fn trace(
         None => None,
     };
     let mut out = Output::stdio(format);
+    if let Some(path) = flamegraph {
+        out.set_flamegraph(path.to_path_buf());
+    }
     for w in plugins.warnings() {
         out.diag(&w);
     }
@@ -99,7 +103,7 @@ fn trace(
         LiveOptions { stop, duration: trace.duration, child: child.take(), record: writer, symbols: Some(symbols) };
     let accounting = pipeline::run_live(&mut plugins, live, rx, opts, &mut out)?;
     out.accounting(&accounting, common.stats);
-    out.flush();
+    out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })
 }
 

@@ -1,16 +1,40 @@
 //! The only module that prints. One stream of items, rendered as DTrace/bpftrace-style
-//! text or as NDJSON whose record types follow bpftrace's `-f json` where they fit
-//! (`map`, `printf`, `attached_probes`, `lost_events`) and add `row` and `accounting`.
-//! See docs/output.md for every record type.
+//! text, as NDJSON whose record types follow bpftrace's `-f json` where they fit
+//! (`map`, `hist`, `printf`, `attached_probes`, `lost_events`) and add `quantiles`,
+//! `row` and `accounting`, as folded stacks, or as Prometheus text exposition; and,
+//! beside any of them, an SVG flame graph of the stack aggregations.
+//! See docs/output.md for every format.
+//!
+//! ```text
+//! let mut out = Output::stdio(Format::Folded);
+//! out.set_flamegraph("cpu.svg".into());
+//! out.aggregations("profile", &aggs); // `main;work;hot 90` on stdout
+//! out.close()?;                       // cpu.svg drawn from the latest stacks
+//! ```
 
+mod entries;
+mod flamegraph;
+mod folded;
+mod json;
+mod prometheus;
 mod text;
 
+use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Write};
+use std::path::PathBuf;
 
-use serde_json::{json, Map, Value as Json};
-
-use crate::sandbox::types::{AggOrder, Aggregation, ColumnKind, Level, Row, TableSpec, Value};
+use crate::sandbox::types::{AggEntry, Aggregation, ColumnKind, Level, Row, TableSpec, Value};
 use crate::sandbox::Clock;
+use json::{quote, Object};
+
+pub use flamegraph::flamegraph_svg;
+
+/// The folded lines of one stack aggregation, kept for the flame graph.
+#[derive(Debug)]
+struct Stacks {
+    title: String,
+    lines: Vec<(String, i64)>,
+}
 
 /// How results are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -19,6 +43,10 @@ pub enum Format {
     Text,
     /// One JSON object per line.
     Json,
+    /// Folded stacks (`main;f;g 12`), the input of flamegraph.pl; tables and text go to stderr.
+    Folded,
+    /// Prometheus text exposition, one block per report; tables and text go to stderr.
+    Prometheus,
 }
 
 /// The output sink: results to `out`, diagnostics to `err`.
@@ -27,6 +55,12 @@ pub struct Output {
     out: Box<dyn Write>,
     err: Box<dyn Write>,
     broken: bool,
+    /// Where `close` draws the flame graph.
+    flamegraph: Option<PathBuf>,
+    /// The latest folded lines of each stack aggregation, by (plugin, name).
+    stacks: BTreeMap<(String, String), Stacks>,
+    /// Aggregations already reported as having no folded form.
+    unfolded: HashSet<(String, String)>,
 }
 
 impl Output {
@@ -36,7 +70,12 @@ impl Output {
     }
 
     pub fn new(format: Format, out: Box<dyn Write>, err: Box<dyn Write>) -> Output {
-        Output { format, out, err, broken: false }
+        Output { format, out, err, broken: false, flamegraph: None, stacks: BTreeMap::new(), unfolded: HashSet::new() }
+    }
+
+    /// Draw the stack aggregations as an SVG flame graph into `path` at [`close`](Output::close).
+    pub fn set_flamegraph(&mut self, path: PathBuf) {
+        self.flamegraph = Some(path);
     }
 
     /// True once stdout was closed by the reader (e.g. `| head`): stop quietly.
@@ -44,19 +83,18 @@ impl Output {
         self.broken
     }
 
-    fn line(&mut self, s: &str) {
-        if self.broken {
-            return;
-        }
-        if let Err(e) = writeln!(self.out, "{s}") {
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                self.broken = true;
+    fn write(&mut self, s: &str) {
+        if !self.broken {
+            if let Err(e) = self.out.write_all(s.as_bytes()) {
+                if e.kind() == io::ErrorKind::BrokenPipe {
+                    self.broken = true;
+                }
             }
         }
     }
 
-    fn json(&mut self, v: Json) {
-        self.line(&v.to_string());
+    fn line(&mut self, s: &str) {
+        self.write(&format!("{s}\n"));
     }
 
     /// Flush buffered results.
@@ -75,23 +113,30 @@ impl Output {
     /// Probes attached; text output tells the user how to stop.
     pub fn attached(&mut self, probes: usize, live: bool) {
         match self.format {
-            Format::Json => self.json(json!({"type": "attached_probes", "data": {"probes": probes}})),
-            Format::Text if live => {
+            Format::Json => {
+                let data = Object::new().int("probes", probes as u64).finish();
+                self.line(&Object::new().str("type", "attached_probes").raw("data", &data).finish());
+            }
+            _ if live => {
                 let _ = writeln!(
                     self.err,
                     "Attached {probes} probe{}. Hit Ctrl-C to end.",
                     if probes == 1 { "" } else { "s" }
                 );
             }
-            Format::Text => {}
+            _ => {}
         }
     }
 
-    /// A table's column headings (text only).
+    /// A table's column headings (text only; on stderr beside folded and Prometheus output).
     pub fn table_header(&mut self, table: &TableSpec) {
-        if self.format == Format::Text {
-            let line = text::header(table);
-            self.line(&line);
+        let line = text::header(table);
+        match self.format {
+            Format::Text => self.line(&line),
+            Format::Json => {}
+            _ => {
+                let _ = writeln!(self.err, "{line}");
+            }
         }
     }
 
@@ -99,22 +144,10 @@ impl Output {
     pub fn rows(&mut self, plugin: &str, table: &TableSpec, rows: &[Row], clock: &Clock) {
         for row in rows {
             match self.format {
-                Format::Text => {
-                    let line = text::row(table, row, clock);
-                    self.line(&line);
-                }
-                Format::Json => {
-                    let mut data = Map::new();
-                    for (col, v) in table.columns.iter().zip(&row.values) {
-                        let j = match (v, col.kind) {
-                            (Value::Int(i), ColumnKind::Timestamp) => json!(clock.wall_of(*i as u64)),
-                            (Value::Int(i), _) => json!(i),
-                            (Value::Text(s), _) => json!(s),
-                            (Value::Stack(f), _) => json!(f.iter().map(|f| f.symbol.clone()).collect::<Vec<_>>()),
-                        };
-                        data.insert(col.name.clone(), j);
-                    }
-                    self.json(json!({"type": "row", "plugin": plugin, "table": table.name, "data": data}));
+                Format::Text => self.line(&text::row(table, row, clock)),
+                Format::Json => self.line(&row_json(plugin, table, row, clock)),
+                _ => {
+                    let _ = writeln!(self.err, "{}", text::row(table, row, clock));
                 }
             }
         }
@@ -123,12 +156,13 @@ impl Output {
     /// Free text from a plugin.
     pub fn text(&mut self, plugin: &str, s: &str) {
         match self.format {
-            Format::Text => {
-                if !self.broken && self.out.write_all(s.as_bytes()).is_err() {
-                    self.broken = true;
-                }
+            Format::Text => self.write(s),
+            Format::Json => {
+                self.line(&Object::new().str("type", "printf").str("plugin", plugin).str("data", s).finish())
             }
-            Format::Json => self.json(json!({"type": "printf", "plugin": plugin, "data": s})),
+            _ => {
+                let _ = self.err.write_all(s.as_bytes());
+            }
         }
     }
 
@@ -143,36 +177,62 @@ impl Output {
         self.diag(&format!("{plugin}: {lvl}: {msg}"));
     }
 
-    /// Aggregations, sorted and cut as each asks.
+    /// Aggregations, sorted and cut as each asks; one report (one Prometheus block).
     pub fn aggregations(&mut self, plugin: &str, aggs: &[Aggregation]) {
-        for agg in aggs {
-            let entries = sorted_entries(agg);
-            match self.format {
-                Format::Text => {
-                    let block = text::aggregation(agg, &entries);
-                    self.line(&block);
-                }
-                Format::Json => {
-                    let mut m = Map::new();
-                    for (key, value) in &entries {
-                        m.insert(key.clone(), json!(value));
-                    }
-                    let mut data = Map::new();
-                    data.insert(format!("@{}", agg.name), Json::Object(m));
-                    self.json(json!({"type": "map", "plugin": plugin, "data": data}));
-                }
-            }
+        let sorted: Vec<(&Aggregation, Vec<&AggEntry>)> = aggs.iter().map(|a| (a, entries::sorted(a))).collect();
+        if self.flamegraph.is_some() {
+            self.remember_stacks(plugin, &sorted);
         }
+        match self.format {
+            Format::Text => sorted.iter().for_each(|(agg, entries)| self.write(&text::aggregation(agg, entries))),
+            Format::Json => {
+                sorted.iter().for_each(|(agg, entries)| self.line(&json::aggregation(plugin, agg, entries)))
+            }
+            Format::Folded => sorted.iter().for_each(|(agg, entries)| self.folded(plugin, agg, entries)),
+            Format::Prometheus => self.write(&prometheus::exposition(plugin, &sorted)),
+        }
+    }
+
+    fn folded(&mut self, plugin: &str, agg: &Aggregation, entries: &[&AggEntry]) {
+        let (lines, skipped) = folded::lines(agg, entries);
+        for (frames, n) in lines {
+            self.line(&format!("{frames} {n}"));
+        }
+        if skipped && self.unfolded.insert((plugin.to_string(), agg.name.clone())) {
+            self.diag(&format!("{plugin}: @{}: histograms and percentiles have no folded form; left out", agg.name));
+        }
+    }
+
+    fn remember_stacks(&mut self, plugin: &str, sorted: &[(&Aggregation, Vec<&AggEntry>)]) {
+        for (agg, entries) in sorted.iter().filter(|(agg, _)| folded::has_stack(agg)) {
+            let (lines, _) = folded::lines(agg, entries);
+            self.stacks.insert((plugin.to_string(), agg.name.clone()), Stacks { title: agg.title.clone(), lines });
+        }
+    }
+
+    /// The end of the output: flush, and draw the flame graph if one was asked for. An
+    /// error names the file.
+    pub fn close(&mut self) -> Result<(), String> {
+        self.flush();
+        let Some(path) = self.flamegraph.take() else { return Ok(()) };
+        let (title, lines) = flamegraph_input(&self.stacks);
+        if lines.is_empty() {
+            return Err(format!("flame graph {}: no aggregation keyed by a stack has counts to draw", path.display()));
+        }
+        let svg = flamegraph_svg(&title, &lines).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, svg).map_err(|e| format!("cannot write flame graph {}: {e}", path.display()))
     }
 
     /// The accounting report: always in JSON, in text only when asked or when events were lost.
     pub fn accounting(&mut self, report: &crate::pipeline::Accounting, verbose: bool) {
         match self.format {
             Format::Json => {
-                self.json(json!({"type": "accounting", "data": report}));
-                self.json(json!({"type": "lost_events", "data": {"events": report.lost()}}));
+                let data = serde_json::to_string(report).unwrap_or_else(|_| "null".to_string());
+                self.line(&Object::new().str("type", "accounting").raw("data", &data).finish());
+                let lost = Object::new().int("events", report.lost()).finish();
+                self.line(&Object::new().str("type", "lost_events").raw("data", &lost).finish());
             }
-            Format::Text => {
+            _ => {
                 self.flush();
                 let lost = report.lost();
                 if verbose || lost > 0 {
@@ -185,22 +245,45 @@ impl Output {
     }
 }
 
-/// Entries as (rendered key, value): top-N by value, then in the requested order.
-fn sorted_entries(agg: &Aggregation) -> Vec<(String, i64)> {
-    let scalar = |v: &crate::sandbox::types::AggValue| match v {
-        crate::sandbox::types::AggValue::Scalar(v) => *v,
-        crate::sandbox::types::AggValue::Histogram(h) => h.buckets.iter().map(|b| b.count as i64).sum(),
-        crate::sandbox::types::AggValue::Quantiles(q) => q.count as i64,
-    };
-    let mut entries: Vec<(String, i64)> = agg.entries.iter().map(|e| (text::key(&e.key), scalar(&e.value))).collect();
-    entries.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    if agg.top > 0 {
-        entries.truncate(agg.top as usize);
+/// `{"type":"row","plugin":…,"table":…,"data":{…}}`, columns in their order.
+fn row_json(plugin: &str, table: &TableSpec, row: &Row, clock: &Clock) -> String {
+    let mut data = Object::new();
+    for (col, v) in table.columns.iter().zip(&row.values) {
+        data = match (v, col.kind) {
+            (Value::Int(i), ColumnKind::Timestamp) => data.int(&col.name, clock.wall_of(*i as u64)),
+            (Value::Int(i), _) => data.int(&col.name, *i),
+            (Value::Text(s), _) => data.str(&col.name, s),
+            (Value::Stack(frames), _) => data.raw(&col.name, &quote(&folded::stack(frames))),
+        };
     }
-    match agg.order {
-        AggOrder::ValueDescending => {}
-        AggOrder::ValueAscending => entries.reverse(),
-        AggOrder::Key => entries.sort_by(|a, b| a.0.cmp(&b.0)),
-    }
-    entries
+    let o = Object::new().str("type", "row").str("plugin", plugin).str("table", &table.name);
+    o.raw("data", &data.finish()).finish()
 }
+
+/// One graph of every remembered stack aggregation: alone, its lines as they are; with
+/// others, under a root frame named after it (and its plugin, where names repeat).
+fn flamegraph_input(stacks: &BTreeMap<(String, String), Stacks>) -> (String, Vec<String>) {
+    let drawn: Vec<_> = stacks.iter().filter(|(_, s)| s.lines.iter().any(|&(_, n)| n > 0)).collect();
+    let title = match drawn.as_slice() {
+        [((_, name), s)] if s.title.is_empty() => format!("@{name}"),
+        [(_, s)] => s.title.clone(),
+        _ => "wasmtap".to_string(),
+    };
+    let mut lines = Vec::new();
+    for ((plugin, name), s) in &drawn {
+        let repeated = drawn.iter().filter(|((_, n), _)| n == name).count() > 1;
+        let root = match (drawn.len(), repeated) {
+            (1, _) => String::new(),
+            (_, false) => format!("{name};"),
+            (_, true) => format!("{plugin}:{name};"),
+        };
+        lines.extend(s.lines.iter().filter(|&&(_, n)| n > 0).map(|(frames, n)| format!("{root}{frames} {n}")));
+    }
+    (title, lines)
+}
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,18 @@
-//! Text rendering: aligned columns, `@name[key]: value` maps, the accounting summary.
+//! Text rendering: aligned columns, `@name[key]: value` maps and bpftrace's histograms,
+//! the accounting summary.
 
-use crate::sandbox::types::{Aggregation, ColumnKind, Row, TableSpec, Value};
+use std::fmt::Write as _;
+
+use super::entries::percentile_label;
+use crate::sandbox::types::{
+    AggEntry, AggKind, AggValue, Aggregation, Bucket, ColumnKind, Frame, Histogram, Quantiles, Row, TableSpec, Value,
+};
 use crate::sandbox::Clock;
+
+/// bpftrace indents each frame of a stack key by eight spaces.
+const STACK_INDENT: &str = "        ";
+/// Columns of a histogram bar at its longest, as in bpftrace.
+const BAR_WIDTH: u128 = 52;
 
 pub(super) fn header(table: &TableSpec) -> String {
     let cells = table.columns.iter().map(|c| (c.name.clone(), c.kind, c.width as usize));
@@ -14,7 +25,7 @@ pub(super) fn row(table: &TableSpec, row: &Row, clock: &Clock) -> String {
             (Value::Int(ns), ColumnKind::Timestamp) => clock_time(clock.wall_of(*ns as u64)),
             (Value::Int(i), _) => i.to_string(),
             (Value::Text(s), _) => sanitize(s),
-            (Value::Stack(frames), _) => frames.iter().map(|f| f.symbol.clone()).collect::<Vec<_>>().join(";"),
+            (Value::Stack(frames), _) => super::folded::stack(frames),
         };
         (s, c.kind, c.width as usize)
     });
@@ -39,7 +50,7 @@ fn join_cells(cells: impl Iterator<Item = (String, ColumnKind, usize)>) -> Strin
 }
 
 /// Control characters from traced programs must not drive the user's terminal.
-fn sanitize(s: &str) -> String {
+pub(super) fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
@@ -51,32 +62,140 @@ fn clock_time(wall_ns: u64) -> String {
     format!("{h:02}:{m:02}:{s:02}.{ms:03}")
 }
 
+/// A key as bpftrace prints it between `[` and `]`: parts joined by `, `, a stack as a
+/// newline and one indented `function+offset` line per frame, innermost first.
 pub(super) fn key(parts: &[Value]) -> String {
     parts
         .iter()
         .map(|v| match v {
             Value::Int(i) => i.to_string(),
             Value::Text(s) => sanitize(s),
-            Value::Stack(frames) => frames.iter().map(|f| f.symbol.clone()).collect::<Vec<_>>().join(";"),
+            Value::Stack(frames) => stack(frames),
         })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-pub(super) fn aggregation(agg: &Aggregation, entries: &[(String, i64)]) -> String {
+fn stack(frames: &[Frame]) -> String {
+    let mut s = String::from("\n");
+    for f in frames {
+        match f.symbol.is_empty() {
+            true => writeln!(s, "{STACK_INDENT}{:#x}", f.addr),
+            false => writeln!(s, "{STACK_INDENT}{}+{}", sanitize(&f.symbol), f.offset),
+        }
+        .expect("writing to a String");
+    }
+    s
+}
+
+/// An aggregation: its title, then each entry as `@name[key]: value` (a histogram as a
+/// `@name[key]:` line, its bars and a blank line), then a blank line after scalars.
+pub(super) fn aggregation(agg: &Aggregation, entries: &[&AggEntry]) -> String {
     let mut out = String::new();
     if !agg.title.is_empty() {
         out.push_str(&agg.title);
         out.push('\n');
     }
-    for (k, v) in entries {
-        if agg.key_names.is_empty() {
-            out.push_str(&format!("@{}: {v}\n", agg.name));
-        } else {
-            out.push_str(&format!("@{}[{k}]: {v}\n", agg.name));
+    let mut ends_blank = false;
+    for entry in entries {
+        let name = match agg.key_names.is_empty() {
+            true => format!("@{}", agg.name),
+            false => format!("@{}[{}]", agg.name, key(&entry.key)),
+        };
+        ends_blank = matches!(entry.value, AggValue::Histogram(_));
+        match &entry.value {
+            AggValue::Scalar(v) => out.push_str(&format!("{name}: {v}\n")),
+            AggValue::Quantiles(q) => out.push_str(&format!("{name}: {}\n", quantiles(q))),
+            AggValue::Histogram(h) => out.push_str(&format!("{name}:\n{}\n", histogram(agg.kind, h))),
         }
     }
+    if !ends_blank {
+        out.push('\n');
+    }
     out
+}
+
+/// `count 7, p50 3, p99.9 12`.
+fn quantiles(q: &Quantiles) -> String {
+    let mut s = format!("count {}", q.count);
+    for p in &q.points {
+        write!(s, ", p{} {}", percentile_label(p.millionths), p.value).expect("writing to a String");
+    }
+    s
+}
+
+/// One line per bucket given, as bpftrace's `hist`/`lhist` print them: the range in 16
+/// columns, the count in 8, and a bar of up to 52 `@` scaled to the largest bucket.
+fn histogram(kind: AggKind, h: &Histogram) -> String {
+    let max = h.buckets.iter().map(|b| b.count).max().unwrap_or(0);
+    let suffixes = suffixes(kind, &h.buckets);
+    let mut out = String::new();
+    for b in &h.buckets {
+        let bar = match max {
+            0 => 0,
+            _ => (u128::from(b.count) * BAR_WIDTH / u128::from(max)) as usize,
+        };
+        let label = bucket_label(b, suffixes);
+        writeln!(out, "{label:<16}{:>8} |{:<52}|", b.count, "@".repeat(bar)).expect("writing to a String");
+    }
+    out
+}
+
+/// Which power-of-1024 suffixes bucket bounds may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Suffixes {
+    None,
+    /// `K` and `M`, as bpftrace's `lhist` when its step is a multiple of 1024.
+    KiloMega,
+    /// `K` to `E`, as bpftrace's `hist`.
+    All,
+}
+
+fn suffixes(kind: AggKind, buckets: &[Bucket]) -> Suffixes {
+    match kind {
+        AggKind::Lquantize => {
+            let step =
+                buckets.iter().find(|b| b.low != i64::MIN && b.high != i64::MAX).map(|b| b.high.wrapping_sub(b.low));
+            match step {
+                Some(step) if step > 0 && step % 1024 == 0 => Suffixes::KiloMega,
+                _ => Suffixes::None,
+            }
+        }
+        _ => Suffixes::All,
+    }
+}
+
+/// `[0]`, `[2, 4)`, `[1K, 2K)`, `(..., 0)` for underflow, `[100, ...)` for overflow.
+/// The lowest power-of-two bucket holds `i64::MIN` alone: `[-8E]`.
+fn bucket_label(b: &Bucket, suffixes: Suffixes) -> String {
+    let n = |v: i64| bound(v, suffixes);
+    if b.high != i64::MAX && b.low.checked_add(1) == Some(b.high) {
+        return format!("[{}]", n(b.low));
+    }
+    match (b.low == i64::MIN, b.high == i64::MAX) {
+        (true, true) => "(..., ...)".to_string(),
+        (true, false) => format!("(..., {})", n(b.high)),
+        (false, true) => format!("[{}, ...)", n(b.low)),
+        (false, false) => format!("[{}, {})", n(b.low), n(b.high)),
+    }
+}
+
+/// A bound with the largest power-of-1024 suffix that divides it exactly.
+fn bound(v: i64, suffixes: Suffixes) -> String {
+    let largest = match suffixes {
+        Suffixes::None => 0,
+        Suffixes::KiloMega => 2,
+        Suffixes::All => 6,
+    };
+    if v != 0 {
+        for power in (1..=largest).rev() {
+            let unit = 1i64 << (10 * power);
+            if v % unit == 0 {
+                return format!("{}{}", v / unit, &"KMGTPE"[power - 1..power]);
+            }
+        }
+    }
+    v.to_string()
 }
 
 pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
@@ -109,4 +228,191 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
         ));
     }
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::entries::sorted;
+    use crate::output::testing::{agg, frame, hist, quantiles as q, scalar, stack as stack_value, text};
+
+    fn render(a: &Aggregation) -> String {
+        aggregation(a, &sorted(a))
+    }
+
+    fn hist_entry(key: &[Value], buckets: &[(i64, i64, u64)]) -> AggEntry {
+        AggEntry { key: key.to_vec(), value: hist(buckets, 0) }
+    }
+
+    #[test]
+    fn scalars_print_as_bpftrace_maps() {
+        let mut a = agg(
+            "c",
+            AggKind::Count,
+            &["comm", "pid"],
+            vec![scalar(&[text("swapper/0"), Value::Int(5)], 29), scalar(&[text("sh"), Value::Int(-1)], 1)],
+        );
+        a.title = "Syscalls by process:".to_string();
+        assert_eq!(render(&a), "Syscalls by process:\n@c[sh, -1]: 1\n@c[swapper/0, 5]: 29\n\n");
+        let unkeyed = agg("c2", AggKind::Avg, &[], vec![scalar(&[], i64::MIN)]);
+        assert_eq!(render(&unkeyed), "@c2: -9223372036854775808\n\n");
+        assert_eq!(render(&agg("none", AggKind::Max, &["k"], vec![])), "\n");
+    }
+
+    #[test]
+    fn control_characters_in_keys_print_as_question_marks() {
+        let a = agg(
+            "x",
+            AggKind::Sum,
+            &["k"],
+            vec![scalar(&[text("a\u{1b}[31m\tb\nc")], 1), scalar(&[text("日本語 ✓")], 2)],
+        );
+        assert_eq!(render(&a), "@x[a?[31m?b?c]: 1\n@x[日本語 ✓]: 2\n\n");
+    }
+
+    #[test]
+    fn stack_keys_print_one_indented_frame_per_line() {
+        let s = stack_value(vec![
+            frame("pv_native_safe_halt", 11),
+            frame("default_idle", 5),
+            Frame { addr: 0x7f12_3456, ..frame("", 0) },
+            frame("evil\nname", 1),
+        ]);
+        let a = agg("", AggKind::Count, &["stack", "comm"], vec![scalar(&[s, text("swapper/0")], 29)]);
+        let want = concat!(
+            "@[\n",
+            "        pv_native_safe_halt+11\n",
+            "        default_idle+5\n",
+            "        0x7f123456\n",
+            "        evil?name+1\n",
+            ", swapper/0]: 29\n",
+            "\n",
+        );
+        assert_eq!(render(&a), want);
+        let empty = agg("s", AggKind::Count, &["stack"], vec![scalar(&[stack_value(vec![])], 3)]);
+        assert_eq!(render(&empty), "@s[\n]: 3\n\n");
+    }
+
+    /// Compared with bpftrace v0.17's `@h = hist(5); @h = hist(1000); @h = hist(0);
+    /// @h = hist(-3)`; bpftrace from 0.20 on prints `@h:` without its trailing space.
+    #[test]
+    fn log2_histograms_match_bpftrace() {
+        let mut buckets = vec![(i64::MIN, 0, 1), (0, 1, 1), (1, 2, 0)];
+        buckets.extend((1..10).map(|p| (1i64 << p, 1i64 << (p + 1), u64::from(p == 2 || p == 9))));
+        let a = agg("h", AggKind::Quantize, &[], vec![hist_entry(&[], &buckets)]);
+        let want = "\
+@h:
+(..., 0)               1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[0]                    1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[1]                    0 |                                                    |
+[2, 4)                 0 |                                                    |
+[4, 8)                 1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[8, 16)                0 |                                                    |
+[16, 32)               0 |                                                    |
+[32, 64)               0 |                                                    |
+[64, 128)              0 |                                                    |
+[128, 256)             0 |                                                    |
+[256, 512)             0 |                                                    |
+[512, 1K)              1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+
+";
+        assert_eq!(render(&a), want);
+    }
+
+    #[test]
+    fn bars_scale_to_the_largest_bucket_and_bounds_take_suffixes() {
+        let buckets = [(1 << 10, 1 << 11, 3), (1 << 21, 1 << 22, 52), (1 << 31, 1 << 32, 7), (1 << 62, i64::MAX, 1)];
+        let a = agg("k", AggKind::Quantize, &["comm"], vec![hist_entry(&[text("x")], &buckets)]);
+        let want = "\
+@k[x]:
+[1K, 2K)               3 |@@@                                                 |
+[2M, 4M)              52 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[2G, 4G)               7 |@@@@@@@                                             |
+[4E, ...)              1 |@                                                   |
+
+";
+        assert_eq!(render(&a), want);
+    }
+
+    /// Compared with bpftrace v0.17's `lhist(7, 0, 100, 10)`, `lhist(-5, …)`,
+    /// `lhist(500, …)`, and `lhist(5000000, 0, 10000000, 1048576)`.
+    #[test]
+    fn linear_histograms_match_bpftrace() {
+        let mut buckets = vec![(i64::MIN, 0, 1)];
+        buckets.extend((0..10).map(|i| (i * 10, i * 10 + 10, u64::from(i == 0))));
+        buckets.push((100, i64::MAX, 1));
+        let l = agg("l", AggKind::Lquantize, &[], vec![hist_entry(&[], &buckets)]);
+        let big = agg("big", AggKind::Lquantize, &[], vec![hist_entry(&[], &[(4 << 20, 5 << 20, 29)])]);
+        let want = "\
+@l:
+(..., 0)               1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[0, 10)                1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[10, 20)               0 |                                                    |
+[20, 30)               0 |                                                    |
+[30, 40)               0 |                                                    |
+[40, 50)               0 |                                                    |
+[50, 60)               0 |                                                    |
+[60, 70)               0 |                                                    |
+[70, 80)               0 |                                                    |
+[80, 90)               0 |                                                    |
+[90, 100)              0 |                                                    |
+[100, ...)             1 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+
+@big:
+[4M, 5M)              29 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+
+";
+        assert_eq!(render(&l) + &render(&big), want);
+        let odd_step = agg("o", AggKind::Lquantize, &[], vec![hist_entry(&[], &[(1024, 1536, 1), (1536, 2048, 2)])]);
+        assert_eq!(
+            render(&odd_step),
+            "@o:\n[1024, 1536)           1 |@@@@@@@@@@@@@@@@@@@@@@@@@@                          |\n\
+             [1536, 2048)           2 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n\n"
+        );
+    }
+
+    #[test]
+    fn extreme_and_odd_buckets_print_without_panicking() {
+        let buckets = [
+            (i64::MIN, i64::MAX, 0),
+            (i64::MIN, i64::MIN + 1, 0),
+            (i64::MIN, -(1 << 40), 0),
+            (-2047, -1023, 0),
+            (-3, -2, u64::MAX),
+            (i64::MAX - 1, i64::MAX, 1),
+            (5, 5, 0),
+        ];
+        let a = agg(
+            "x",
+            AggKind::Llquantize,
+            &["k"],
+            vec![hist_entry(&[Value::Int(1)], &buckets), hist_entry(&[Value::Int(2)], &[])],
+        );
+        let want = "\
+@x[2]:
+
+@x[1]:
+(..., ...)             0 |                                                    |
+[-8E]                  0 |                                                    |
+(..., -1T)             0 |                                                    |
+[-2047, -1023)         0 |                                                    |
+[-3]            18446744073709551615 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[9223372036854775806, ...)       1 |                                                    |
+[5, 5)                 0 |                                                    |
+
+";
+        assert_eq!(render(&a), want);
+    }
+
+    #[test]
+    fn percentiles_print_their_count_and_points() {
+        let points = [(500_000, 40), (900_000, 80), (990_000, 95), (999_000, -1)];
+        let a = agg(
+            "lat",
+            AggKind::Percentiles,
+            &["disk"],
+            vec![AggEntry { key: vec![text("sda")], value: q(1000, 9, &points) }],
+        );
+        assert_eq!(render(&a), "@lat[sda]: count 1000, p50 40, p90 80, p99 95, p99.9 -1\n\n");
+    }
 }
