@@ -178,15 +178,25 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 			return;
 	}
 	if (a->role == WT_ROLE_START) {
-		bpf_map_update_elem(&AGG_STARTS, &sk, &c->now, BPF_ANY);
+		/* The clock is read after the insert, so the interval leaves out our own
+		 * work (a first insert can take microseconds). */
+		__u64 zero = 0;
+
+		bpf_map_update_elem(&AGG_STARTS, &sk, &zero, BPF_ANY);
+		ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
+		if (ts)
+			*ts = bpf_ktime_get_ns();
 		return;
 	}
 	if (a->role == WT_ROLE_END) {
 		ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
-		if (!ts)
+		if (!ts || !*ts)
 			return;
-		v = c->now - *ts;
+		v = *ts;
 		bpf_map_delete_elem(&AGG_STARTS, &sk);
+		/* As late as the start was stamped early: what lies between the two
+		 * stamps is the traced code, not ours. */
+		v = bpf_ktime_get_ns() - v;
 	} else if (a->fn != WT_FN_COUNT && wt_agg_read(c, &a->value, &v)) {
 		return;
 	}

@@ -3,8 +3,9 @@
 use std::collections::hash_map::{self, HashMap};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
+use crate::agg::{aggregation, keep_top};
 use crate::event::{Comm, Syscall};
-use crate::{AggEntry, AggOrder, Aggregation, Value};
+use crate::{AggEntry, AggKind, AggOrder, AggValue, Aggregation, Value};
 
 /// A fast, deterministic hasher (the Firefox/rustc "Fx" hash).
 ///
@@ -137,6 +138,13 @@ impl Key for Vec<Value> {
     }
 }
 
+impl Key for () {
+    /// No parts: the one entry of an aggregation without a key (DTrace's `@ = count()`).
+    fn to_values(&self) -> Vec<Value> {
+        Vec::new()
+    }
+}
+
 impl<A: Key, B: Key> Key for (A, B) {
     fn to_values(&self) -> Vec<Value> {
         let mut v = self.0.to_values();
@@ -150,6 +158,16 @@ impl<A: Key, B: Key, C: Key> Key for (A, B, C) {
         let mut v = self.0.to_values();
         v.extend(self.1.to_values());
         v.extend(self.2.to_values());
+        v
+    }
+}
+
+impl<A: Key, B: Key, C: Key, D: Key> Key for (A, B, C, D) {
+    fn to_values(&self) -> Vec<Value> {
+        let mut v = self.0.to_values();
+        v.extend(self.1.to_values());
+        v.extend(self.2.to_values());
+        v.extend(self.3.to_values());
         v
     }
 }
@@ -215,7 +233,8 @@ impl<K: Hash + Eq> Counts<K> {
 }
 
 impl<K: Key> Counts<K> {
-    /// The counters as an aggregation for `on-tick` or `finish`.
+    /// The counters as a `count` aggregation for `on-tick` or `finish`, entries sorted
+    /// by `order`.
     ///
     /// With `top > 0` only the `top` largest counters are sent (ties broken by key),
     /// which is what the host would keep anyway; `0` sends all.
@@ -227,20 +246,10 @@ impl<K: Key> Counts<K> {
         order: AggOrder,
         top: u32,
     ) -> Aggregation {
-        let mut entries: Vec<AggEntry> =
-            self.map.iter().map(|(k, &value)| AggEntry { key: k.to_values(), value }).collect();
-        if top > 0 && entries.len() > top as usize {
-            entries.sort_unstable_by(|a, b| b.value.cmp(&a.value).then_with(|| a.key.cmp(&b.key)));
-            entries.truncate(top as usize);
-        }
-        Aggregation {
-            name: name.to_string(),
-            title: title.to_string(),
-            key_names: key_names.iter().map(|k| (*k).to_string()).collect(),
-            order,
-            top,
-            entries,
-        }
+        let mut rows: Vec<(i64, Vec<Value>)> = self.map.iter().map(|(k, &n)| (n, k.to_values())).collect();
+        keep_top(&mut rows, top, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let entries = rows.into_iter().map(|(n, key)| (n, AggEntry { key, value: AggValue::Scalar(n) })).collect();
+        aggregation(name, title, key_names, AggKind::Count, order, top, entries)
     }
 }
 
@@ -278,12 +287,18 @@ mod tests {
         let agg = c.to_aggregation("syscall", "Top 2 syscalls:", &["syscall"], AggOrder::ValueAscending, 2);
         assert_eq!(agg.top, 2);
         assert_eq!(agg.key_names, vec!["syscall".to_string()]);
-        let got: Vec<_> = agg.entries.iter().map(|e| (e.key.clone(), e.value)).collect();
-        assert_eq!(got, vec![(vec![Value::Text("write".into())], 9), (vec![Value::Text("999".into())], 7)]);
+        assert_eq!(agg.kind, AggKind::Count);
+        let got: Vec<_> = agg.entries.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
+        let text = |s: &str| vec![Value::Text(s.into())];
+        assert_eq!(got, vec![(text("999"), AggValue::Scalar(7)), (text("write"), AggValue::Scalar(9))]);
     }
 
     #[test]
     fn tuple_keys_concatenate() {
         assert_eq!((7u32, "x").to_values(), vec![Value::Int(7), Value::Text("x".into())]);
+        let four = (1u8, "a", Comm::new(b"sh"), Syscall(0));
+        let text = |s: &str| Value::Text(s.into());
+        assert_eq!(four.to_values(), vec![Value::Int(1), text("a"), text("sh"), text("read")]);
+        assert_eq!(().to_values(), Vec::<Value>::new());
     }
 }

@@ -1,12 +1,38 @@
-//! The host imports that answer with data (`schema`, `symbolize`), behind one choke
-//! point.
+//! The host imports that answer with data (`schema`, `symbolize`,
+//! `read-aggregation`) and the diagnostics import (`log`), behind one choke point.
 //!
 //! In a component (`wasm32`) they are the WIT imports. In a native build — the SDK's
 //! and a plugin's `cargo test` — there is no host: [`testing`] stands in for it, so
-//! code that decodes tracepoint fields or symbolizes stacks runs in a unit test.
+//! code that decodes tracepoint fields, symbolizes stacks, reads kernel aggregations
+//! or logs runs in a unit test.
 
+use crate::AggEntry;
 #[cfg(target_arch = "wasm32")]
-use crate::{Frame, ProbeSchema, StackRequest};
+use crate::{Frame, Level, ProbeSchema, StackRequest};
+
+/// A snapshot of kernel aggregation `id` (its index in the plan's `aggregations`):
+/// one entry per key, key parts in the order of its `keys` (comm as text, the rest as
+/// integers); count, sum, min and max as `Scalar`, histograms as `Histogram`. With
+/// `reset`, the next snapshot starts from zero, DTrace's `clear()`: what happens
+/// between two reads lands in exactly one of them. A host call: read at a tick, not
+/// per event. Fold the entries into an [`Agg`](crate::Agg) with
+/// [`Agg::merge_entries`](crate::Agg::merge_entries) to translate keys, or pass them
+/// to [`from_entries`](crate::from_entries).
+pub fn read_aggregation(id: u32, reset: bool) -> Vec<AggEntry> {
+    read_aggregation_import(id, reset)
+}
+
+/// `host.read-aggregation`.
+#[cfg(target_arch = "wasm32")]
+fn read_aggregation_import(id: u32, reset: bool) -> Vec<AggEntry> {
+    crate::bindings::wasmtap::plugin::host::read_aggregation(id, reset)
+}
+
+/// `host.log`.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn log(level: Level, msg: &str) {
+    crate::bindings::wasmtap::plugin::host::log(level, msg);
+}
 
 /// `host.schema`.
 #[cfg(target_arch = "wasm32")]
@@ -21,14 +47,15 @@ pub(crate) fn symbolize(requests: &[StackRequest]) -> Vec<Vec<Frame>> {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-pub(crate) use testing::{schema, symbolize};
+pub(crate) use testing::{log, read_aggregation as read_aggregation_import, schema, symbolize};
 
-/// Stand-ins for the host's `schema` and `symbolize` imports in native builds, for
-/// unit tests of plugins and of the SDK.
+/// Stand-ins for the host's `schema`, `symbolize`, `read-aggregation` and `log`
+/// imports in native builds, for unit tests of plugins and of the SDK.
 ///
 /// State is per thread (each `#[test]` runs on its own), so tests do not see each
-/// other's schemas. Without a stand-in, `schema` answers `None` and `symbolize` knows
-/// no symbols.
+/// other's schemas. Without a stand-in, `schema` answers `None`, `symbolize` knows no
+/// symbols and `read_aggregation` answers with no entries; logs are kept for
+/// [`take_logs`](testing::take_logs).
 ///
 /// ```
 /// use wasmtap_sdk::{testing, Field, FieldType, ProbeSchema};
@@ -49,13 +76,16 @@ pub(crate) use testing::{schema, symbolize};
 pub mod testing {
     use std::cell::RefCell;
 
-    use crate::{Frame, FxHashMap, ProbeSchema, StackRequest};
+    use crate::{AggEntry, Frame, FxHashMap, Level, ProbeSchema, StackRequest};
 
     type Symbolizer = Box<dyn FnMut(&[StackRequest]) -> Vec<Vec<Frame>>>;
+    type Aggregations = Box<dyn FnMut(u32, bool) -> Vec<AggEntry>>;
 
     thread_local! {
         static SCHEMAS: RefCell<FxHashMap<u32, ProbeSchema>> = RefCell::new(FxHashMap::default());
         static SYMBOLIZER: RefCell<Option<Symbolizer>> = const { RefCell::new(None) };
+        static AGGREGATIONS: RefCell<Option<Aggregations>> = const { RefCell::new(None) };
+        static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
     }
 
     /// Answer `host.schema(sub)` with `schema` from now on. Like with the real host,
@@ -69,6 +99,37 @@ pub mod testing {
     /// returns one list of frames per request, one frame per address, like the host.
     pub fn set_symbolizer(symbolizer: impl FnMut(&[StackRequest]) -> Vec<Vec<Frame>> + 'static) {
         SYMBOLIZER.with(|s| *s.borrow_mut() = Some(Box::new(symbolizer)));
+    }
+
+    /// Answer `host.read-aggregation(id, reset)` with `snapshot(id, reset)`: the
+    /// entries of kernel aggregation `id`, as the host would report them.
+    ///
+    /// ```
+    /// use wasmtap_sdk::{read_aggregation, testing, AggEntry, AggValue, Value};
+    /// testing::set_aggregations(|id, _reset| {
+    ///     vec![AggEntry { key: vec![Value::Int(i64::from(id))], value: AggValue::Scalar(7) }]
+    /// });
+    /// assert_eq!(read_aggregation(3, true)[0].key, [Value::Int(3)]);
+    /// ```
+    pub fn set_aggregations(snapshot: impl FnMut(u32, bool) -> Vec<AggEntry> + 'static) {
+        AGGREGATIONS.with(|a| *a.borrow_mut() = Some(Box::new(snapshot)));
+    }
+
+    /// The messages logged on this thread since the last call (`host.log`: the
+    /// plugin's [`log`](crate::log), the SDK's reports of dropped samples), oldest first.
+    pub fn take_logs() -> Vec<(Level, String)> {
+        LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()))
+    }
+
+    pub(crate) fn read_aggregation(id: u32, reset: bool) -> Vec<AggEntry> {
+        AGGREGATIONS.with(|a| match a.borrow_mut().as_mut() {
+            Some(snapshot) => snapshot(id, reset),
+            None => Vec::new(),
+        })
+    }
+
+    pub(crate) fn log(level: Level, msg: &str) {
+        LOGS.with(|l| l.borrow_mut().push((level, msg.to_string())));
     }
 
     pub(crate) fn schema(sub: u32) -> Option<ProbeSchema> {

@@ -122,13 +122,65 @@
 //! export_plugin!(Kills);
 //! ```
 //!
+//! # Aggregations
+//!
+//! [`Agg`] is DTrace's aggregations, computed in the plugin with no host call per
+//! event: `count`, `sum`, `avg`, `min`, `max`, `stddev`, the `quantize`, `lquantize`
+//! and `llquantize` histograms, and percentiles (within 1 %). It keeps a bounded
+//! number of keys and reports what it had to drop ([`Eviction`]). [`Counts`] is the
+//! plain `count()`/`sum()` map. The classic periodic report, DTrace's
+//! `tick-1s { printa(@); clear(@); }`:
+//!
+//! ```no_run
+//! use wasmtap_sdk::{
+//!     export_plugin, Agg, AggOrder, Aggregation, Comm, Event, Output, Params, Plan, Plugin, PluginInfo,
+//!     Subscription,
+//! };
+//!
+//! /// How many bytes does each read return, by program, second by second?
+//! struct ReadSizes {
+//!     bytes: Agg<Comm>,
+//! }
+//!
+//! impl Plugin for ReadSizes {
+//!     fn info() -> PluginInfo {
+//!         PluginInfo::new("readsize", "0.1.0", "How large are reads?", vec![])
+//!     }
+//!
+//!     fn start(_: &Params) -> Result<(Self, Plan), String> {
+//!         let subs = vec![Subscription::new("syscall:read:exit"), Subscription::new("interval:s:1")];
+//!         Ok((ReadSizes { bytes: Agg::quantize() }, Plan::new(subs)))
+//!     }
+//!
+//!     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
+//!         if let Event::SysExit(read) = ev {
+//!             self.bytes.add(ev.comm_key(), read.ret()); // @bytes[comm] = quantize(ret)
+//!         }
+//!     }
+//!
+//!     fn on_tick(&mut self, _sub: u32, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
+//!         let report = self.bytes.to_aggregation("bytes", "", &["comm"], AggOrder::Key, 0);
+//!         self.bytes.clear(); // keys stay, values restart from zero; trunc(0) forgets the keys
+//!         vec![report]
+//!     }
+//! }
+//!
+//! export_plugin!(ReadSizes);
+//! ```
+//!
+//! Aggregations the kernel computes (declared in the [`Plan`], see
+//! [`KernelAggregation`]) arrive as snapshots from [`read_aggregation`]; fold one into
+//! an [`Agg`] with [`Agg::merge_entries`] to translate its keys (a syscall number into
+//! its name), or report it as it is with [`from_entries`].
+//!
 //! # Stacks
 //!
 //! Ask for stacks with [`Subscription::stacks`]; [`Event::stack`] turns an event's into
-//! a [`Stack`] key for [`Counts`], and [`Counts::to_stack_aggregation`] symbolizes the
-//! reported stacks in as few host calls as possible and renders them bpftrace-style or
-//! folded for `flamegraph.pl` ([`StackStyle`]). [`symbolize`], [`render_stack`] and
-//! [`render_folded`] are there for anything else.
+//! a [`Stack`] key for [`Counts`] or [`Agg`], and [`Counts::to_stack_aggregation`] or
+//! [`Agg::to_stack_aggregation`] symbolizes the reported stacks in as few host calls as
+//! possible; the host prints them bpftrace-style, folded for `flamegraph.pl`, or as a
+//! flame graph. [`symbolize`], [`render_stack`] and [`render_folded`] ([`StackStyle`])
+//! are there for anything else.
 //!
 //! ```
 //! use wasmtap_sdk::{Counts, Event, Stack};
@@ -143,19 +195,23 @@
 //!
 //! Only the host's interface: rows and text through [`Output`], diagnostics through
 //! [`log`], the clocks ([`monotonic_ns`], [`wall_ns`]), its subscriptions' layouts
-//! ([`schema`]) and symbols ([`symbolize`]). There are no files, no network, no
-//! environment. Keep maps on [`FxHashMap`] or [`Counts`]: `std`'s default hasher would
-//! pull in `wasi:random`.
+//! ([`schema`]), symbols ([`symbolize`]) and its kernel aggregations
+//! ([`read_aggregation`]). There are no files, no network, no environment. Keep maps
+//! on [`FxHashMap`], [`Counts`] or [`Agg`]: `std`'s default hasher would pull in
+//! `wasi:random`.
 //!
 //! # Testing a plugin
 //!
 //! A plugin's unit tests run natively (`cargo test`), where there is no host:
 //! [`Params::from_pairs`] builds parameters, [`Output::rows`] and [`Output::text`] show
-//! what it printed, and `testing` stands in for the host's `schema` and `symbolize`.
+//! what it printed, and `testing` stands in for the host's `schema`, `symbolize` and
+//! `read-aggregation` and keeps what the plugin logs.
 
+mod agg;
 mod counts;
 mod event;
 mod imports;
+mod kernel;
 mod output;
 mod params;
 mod runtime;
@@ -187,13 +243,18 @@ pub mod bindings {
 #[doc(hidden)]
 pub use wit_bindgen::rt as __rt;
 
+pub use agg::{from_entries, Agg, Eviction};
 pub use bindings::wasmtap::plugin::types::{
-    AggEntry, AggOrder, Aggregation, CmpOp, Column, ColumnKind, Field, FieldType, Filter, Frame, Level, Param,
-    ParamKind, ParamSpec, Plan, PluginInfo, Predicate, ProbeSchema, Row, StackMode, StackRequest, Subscription,
-    TableSpec, Value,
+    AggEntry, AggKind, AggOrder, AggValue, Aggregation, Bucket, CmpOp, Column, ColumnKind, Field, FieldType, Filter,
+    Frame, Histogram, Level, Param, ParamKind, ParamSpec, Percentile, Plan, PluginInfo, Predicate, ProbeSchema,
+    Quantiles, Row, StackMode, StackRequest, Subscription, TableSpec, Value,
+};
+pub use bindings::wasmtap::plugin::types::{
+    AggSource, Correlation, KernelAggregation, KernelFunction, LinearBuckets, StartEvent,
 };
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Sample, SysEnter, SysExit, Syscall, UserProbe};
+pub use imports::read_aggregation;
 #[cfg(not(target_arch = "wasm32"))]
 pub use imports::testing;
 pub use output::Output;
@@ -283,7 +344,7 @@ pub mod __private {
 /// Send a diagnostic to the user's stderr, tagged with the plugin's name. This is a
 /// host call: use it for rare conditions, not per event.
 pub fn log(level: Level, msg: &str) {
-    host::log(level, msg);
+    imports::log(level, msg);
 }
 
 /// Nanoseconds of CLOCK_MONOTONIC, the clock of [`Event::ts_ns`] (replay: the recorded clock).

@@ -205,7 +205,7 @@ mod tests {
         slot.on_tick_to(1, 5, &mut rec);
         assert_eq!(rec.prints, vec!["tick 1 at 5\n".to_string()]);
         let aggs = slot.finish_to(&mut rec);
-        assert_eq!(aggs[0].entries[0].value, 3);
+        assert_eq!(aggs[0].entries[0].value, crate::AggValue::Scalar(3));
         slot.on_batch_to(&batch(&[1]), &mut rec);
         assert_eq!(rec.emits.len(), 1);
     }

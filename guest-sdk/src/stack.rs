@@ -1,19 +1,24 @@
 //! Stacks as aggregation keys, symbolized in batches when reported.
 //!
-//! bpftrace's `@[kstack, ustack] = count()` is a [`Counts<Stack>`](Counts): subscribe
-//! with [`Subscription::stacks`](crate::Subscription::stacks), key on
-//! [`Event::stack`](crate::Event::stack), and report with
-//! [`Counts::to_stack_aggregation`]. Addresses stay plain numbers while events flow;
-//! names are looked up only for the stacks that get printed, many stacks per host
-//! call.
+//! bpftrace's `@[kstack, ustack] = count()` is a [`Counts<Stack>`](Counts) (or any
+//! [`Agg<Stack>`](Agg)): subscribe with [`Subscription::stacks`](crate::Subscription::stacks),
+//! key on [`Event::stack`](crate::Event::stack), and report with
+//! [`Counts::to_stack_aggregation`] or [`Agg::to_stack_aggregation`]. Addresses stay
+//! plain numbers while events flow; names are looked up only for the stacks that get
+//! reported, many stacks per host call. The host renders the symbolized stacks
+//! ([`Value::Stack`]) as text, folded stacks or a flame graph.
 
 use std::borrow::Borrow;
+use std::collections::hash_map::Entry;
 use std::fmt::{self, Write as _};
 
 use wasmtap_abi::stack::MAX_FRAMES;
 use wasmtap_abi::Frames;
 
-use crate::{AggEntry, AggOrder, Aggregation, Counts, Frame, FxHashMap, Key, StackRequest, Value};
+use crate::agg::{aggregation, keep_top, Stat};
+use crate::{
+    Agg, AggEntry, AggKind, AggOrder, AggValue, Aggregation, Counts, Frame, FxHashMap, Key, StackRequest, Value,
+};
 
 /// The most addresses one `symbolize` host call may carry (the host refuses more).
 pub const SYMBOLIZE_MAX_ADDRS: usize = 65536;
@@ -233,40 +238,65 @@ pub fn render_folded(frames: &[Frame]) -> String {
 }
 
 impl Counts<Stack> {
-    /// The counters as `@name[stack]: count`, with the stacks symbolized and rendered
-    /// in `style`.
+    /// The counters as `@name[stack]: count`, each key a [`Value::Stack`] of symbolized
+    /// frames that the host renders (bpftrace-style text, folded, flame graph).
     ///
     /// Only the stacks that are sent are symbolized: with `top > 0` the `top` largest
     /// counters (ties broken by stack), with 0 all of them, in as few host calls as the
-    /// address cap allows. Stacks that render the same (two addresses in one function,
-    /// folded) become one entry with the sum of their counts.
-    pub fn to_stack_aggregation(
-        &self,
-        name: &str,
-        title: &str,
-        style: StackStyle,
-        order: AggOrder,
-        top: u32,
-    ) -> Aggregation {
+    /// address cap allows. Stacks that symbolize to the same frames (the same user
+    /// addresses in two processes of one program) become one entry with the sum of
+    /// their counts.
+    pub fn to_stack_aggregation(&self, name: &str, title: &str, order: AggOrder, top: u32) -> Aggregation {
         let mut picked: Vec<(&Stack, i64)> = self.iter().map(|(stack, &n)| (stack, n)).collect();
-        if top > 0 && picked.len() > top as usize {
-            picked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-            picked.truncate(top as usize);
-        }
+        keep_top(&mut picked, top, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let stacks: Vec<&Stack> = picked.iter().map(|&(stack, _)| stack).collect();
-        let mut merged: FxHashMap<String, i64> = FxHashMap::default();
+        let mut merged: FxHashMap<Vec<Frame>, i64> = FxHashMap::default();
         for_each_symbolized(&stacks, |i, frames| {
-            let n = merged.entry(style.render(&frames)).or_insert(0);
+            let n = merged.entry(frames).or_insert(0);
             *n = n.wrapping_add(picked[i].1);
         });
-        Aggregation {
-            name: name.to_string(),
-            title: title.to_string(),
-            key_names: vec!["stack".to_string()],
-            order,
-            top,
-            entries: merged.into_iter().map(|(key, value)| AggEntry { key: vec![Value::Text(key)], value }).collect(),
-        }
+        let entries = merged
+            .into_iter()
+            .map(|(frames, n)| (n, AggEntry { key: vec![Value::Stack(frames)], value: AggValue::Scalar(n) }))
+            .collect();
+        aggregation(name, title, &["stack"], AggKind::Count, order, top, entries)
+    }
+}
+
+impl Agg<Stack> {
+    /// The aggregation as `@name[stack]: value`, each key a [`Value::Stack`] of
+    /// symbolized frames that the host renders (bpftrace-style text, folded, flame
+    /// graph); otherwise like [`Agg::to_aggregation`].
+    ///
+    /// Only the stacks that are sent are symbolized: with `top > 0` the `top` largest
+    /// entries (ties broken by stack), with 0 all of them, in as few host calls as the
+    /// address cap allows. Stacks that symbolize to the same frames (the same user
+    /// addresses in two processes of one program) merge into one entry, as if their
+    /// samples had been added to one key.
+    pub fn to_stack_aggregation(&self, name: &str, title: &str, order: AggOrder, top: u32) -> Aggregation {
+        self.report_drops(name);
+        let (func, normal) = (self.func(), self.normal());
+        let mut picked: Vec<_> = self.slots().map(|(stack, stat)| (stack, stat.rank(func, normal), stat)).collect();
+        keep_top(&mut picked, top, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let stacks: Vec<&Stack> = picked.iter().map(|&(stack, _, _)| stack).collect();
+        let mut merged: FxHashMap<Vec<Frame>, Stat> = FxHashMap::default();
+        for_each_symbolized(&stacks, |i, frames| {
+            let stat = picked[i].2;
+            match merged.entry(frames) {
+                Entry::Occupied(mut e) => e.get_mut().merge(stat),
+                Entry::Vacant(e) => {
+                    e.insert(stat.clone());
+                }
+            }
+        });
+        let entries = merged
+            .into_iter()
+            .map(|(frames, stat)| {
+                let value = stat.value(func, normal);
+                (stat.rank(func, normal), AggEntry { key: vec![Value::Stack(frames)], value })
+            })
+            .collect();
+        aggregation(name, title, &["stack"], self.kind(), order, top, entries)
     }
 }
 
@@ -376,25 +406,46 @@ mod tests {
     }
 
     #[test]
-    fn stack_aggregations_symbolize_only_the_top_and_merge_equal_renderings() {
+    fn stack_aggregations_symbolize_only_the_top_and_merge_equal_frames() {
         let calls = fake_host();
         let mut counts = Counts::new();
-        counts.add(Stack::new(0, &[0xffff_0011], &[]), 5); // f.. +1
-        counts.add(Stack::new(0, &[0xffff_0012], &[]), 4); // same function, +2
+        counts.add(Stack::new(1, &[], &[0x1010]), 5);
+        counts.add(Stack::new(2, &[], &[0x1010]), 4); // the same program in another process
         counts.add(Stack::new(0, &[0xffff_0044], &[]), 3);
         counts.add(Stack::new(0, &[0xffff_0055], &[]), 1);
 
-        let agg = counts.to_stack_aggregation("folded", "", StackStyle::Folded, AggOrder::ValueAscending, 3);
+        let agg = counts.to_stack_aggregation("stacks", "", AggOrder::ValueAscending, 3);
         assert_eq!(RefCell::borrow(&calls).len(), 1);
         assert_eq!(RefCell::borrow(&calls)[0].len(), 3, "the smallest stack is not symbolized");
-        let mut got: Vec<_> = agg.entries.iter().map(|e| (e.key.clone(), e.value)).collect();
-        got.sort();
-        let text = |s: &str| vec![Value::Text(s.into())];
-        assert_eq!(got, [(text("fffff001"), 9), (text("fffff004"), 3)]);
-        assert_eq!((agg.key_names, agg.top), (vec!["stack".to_string()], 3));
+        let got: Vec<_> = agg.entries.iter().map(|e| (e.key.clone(), e.value.clone())).collect();
+        let stack = |addr| vec![Value::Stack(vec![named(addr)])];
+        assert_eq!(got, [(stack(0xffff_0044), AggValue::Scalar(3)), (stack(0x1010), AggValue::Scalar(9))]);
+        assert_eq!((agg.key_names, agg.kind, agg.top), (vec!["stack".to_string()], AggKind::Count, 3));
 
-        let agg = counts.to_stack_aggregation("lines", "", StackStyle::Bpftrace, AggOrder::ValueAscending, 0);
-        assert_eq!(agg.entries.len(), 4, "offsets keep bpftrace-style keys apart");
+        let agg = counts.to_stack_aggregation("all", "", AggOrder::ValueDescending, 0);
+        assert_eq!(agg.entries.len(), 3);
         assert_eq!(RefCell::borrow(&calls).len(), 2);
+    }
+
+    #[test]
+    fn any_aggregation_keyed_by_stack_merges_the_statistics_of_equal_frames() {
+        let calls = fake_host();
+        let mut latency = Agg::quantize();
+        latency.add(Stack::new(1, &[], &[0x1010]), 3);
+        latency.add(Stack::new(2, &[], &[0x1010]), 700);
+        latency.add(Stack::new(2, &[0xffff_0020], &[]), 5);
+        let agg = latency.to_stack_aggregation("latency", "", AggOrder::ValueAscending, 0);
+        assert_eq!((agg.kind, agg.entries.len(), RefCell::borrow(&calls).len()), (AggKind::Quantize, 2, 1));
+        let merged = &agg.entries[1];
+        assert_eq!(merged.key, [Value::Stack(vec![named(0x1010)])]);
+        let AggValue::Histogram(hist) = &merged.value else { panic!("{merged:?}") };
+        assert_eq!((hist.buckets.len(), hist.sum), (9, 703), "buckets 2..4 to 512..1024, the samples of both");
+
+        let mut max = Agg::max();
+        max.add(Stack::new(1, &[], &[0x1010]), 3);
+        max.add(Stack::new(2, &[], &[0x1010]), 700);
+        let agg = max.to_stack_aggregation("max", "", AggOrder::Key, 1);
+        assert_eq!(agg.entries.len(), 1);
+        assert_eq!(agg.entries[0].value, AggValue::Scalar(700));
     }
 }

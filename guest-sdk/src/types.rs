@@ -140,10 +140,10 @@ impl TableSpec {
 }
 
 impl Plan {
-    /// Trace these probes; no tables. A subscription's index in the list is what
-    /// [`Event::sub`](crate::Event::sub) and `on_tick`'s `sub` report.
+    /// Trace these probes; no tables, no kernel aggregations. A subscription's index in
+    /// the list is what [`Event::sub`](crate::Event::sub) and `on_tick`'s `sub` report.
     pub fn new(subscriptions: Vec<Subscription>) -> Self {
-        Plan { subscriptions, tables: Vec::new() }
+        Plan { subscriptions, tables: Vec::new(), aggregations: Vec::new() }
     }
 
     /// Declare a table; its index in `tables` is the `table` argument of `Output::row`.

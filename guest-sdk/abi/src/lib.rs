@@ -16,8 +16,12 @@
 //!     }
 //! }
 //! ```
+//!
+//! [`hist`] is the other contract the kernel shares: the buckets of the histograms
+//! that collectors, the host and plugins compute.
 #![no_std]
 
+pub mod hist;
 mod syscalls;
 pub use syscalls::SYSCALL_NAMES;
 

@@ -119,6 +119,8 @@ impl Live {
             let c = Collector::Agg;
             let mut obj = load(c, &config.agg_filter, config)?;
             configure(c, &mut obj, &config.agg_filter, config)?;
+            // Attached before the streaming collectors, so its programs run first: a
+            // latency's start is stamped after the aggregation's own work, its end before.
             attach_aggs(&mut obj, config, &btf, &mut user_links)?;
             let map = obj.take_map("AGG_VALUES").ok_or(CollectError::Map {
                 collector: c,

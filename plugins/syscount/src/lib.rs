@@ -4,17 +4,33 @@
 //! `syscall:::entry { @[execname] = count(); }`. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, AggOrder, Aggregation, Comm, Counts, Event, Filter, Output, ParamKind, ParamSpec, Params, Plan,
-    Plugin, PluginInfo, Subscription, Syscall,
+    export_plugin, from_entries, read_aggregation, AggEntry, AggKind, AggOrder, Aggregation, Comm, Counts, Event,
+    Filter, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription, Syscall,
+    Value,
 };
 
 const PROBE: &str = "tracepoint:raw_syscalls:sys_enter";
-/// The plan's subscription of the `interval` timer, when there is one.
-const INTERVAL: u32 = 1;
 const NS_PER_MS: u64 = 1_000_000;
+/// Kernel aggregation ids, in plan order.
+const BY_SYSCALL: u32 = 0;
+const BY_PROCESS: u32 = 1;
+
+/// Where the counting happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// In the kernel: no event leaves it (the default).
+    Kernel,
+    /// Every syscall streamed to the plugin.
+    Stream,
+    /// Both, printed side by side: a check that they agree.
+    Compare,
+}
 
 struct Syscount {
     top: u32,
+    mode: Mode,
+    /// The plan's subscription of the `interval` timer, when there is one.
+    interval: Option<u32>,
     by_syscall: Counts<Syscall>,
     by_process: Counts<Comm>,
 }
@@ -39,19 +55,43 @@ impl Plugin for Syscount {
                     "0",
                     "print and reset the counts this often (1s); 0: only at the end",
                 ),
+                ParamSpec::new(
+                    "mode",
+                    ParamKind::Text,
+                    "kernel",
+                    "kernel: count in the kernel; stream: stream every syscall to the plugin; compare: both",
+                ),
             ],
         )
     }
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
         let top = u32::try_from(params.int("top")).map_err(|_| format!("top: must be between 0 and {}", u32::MAX))?;
+        let mode = match params.text("mode") {
+            "kernel" => Mode::Kernel,
+            "stream" => Mode::Stream,
+            "compare" => Mode::Compare,
+            other => return Err(format!("mode: `{other}` is not kernel, stream or compare")),
+        };
         let filter = Filter { syscalls: parse_syscalls(params.text("syscall"))?, ..Filter::default() };
-        let mut subscriptions = vec![Subscription::new(PROBE).with_filter(filter)];
+        let mut subscriptions = Vec::new();
+        if mode != Mode::Kernel {
+            subscriptions.push(Subscription::new(PROBE).with_filter(filter.clone()));
+        }
+        let mut interval = None;
         if let Some(ms) = interval_ms(params.duration_ns("interval"))? {
+            interval = Some(subscriptions.len() as u32);
             subscriptions.push(Subscription::new(&format!("interval:ms:{ms}")));
         }
-        let plan = Plan::new(subscriptions);
-        let me = Syscount { top, by_syscall: Counts::new(), by_process: Counts::new() };
+        let mut plan = Plan::new(subscriptions);
+        if mode != Mode::Stream {
+            // Ids BY_SYSCALL and BY_PROCESS.
+            let count = |name: &str| KernelAggregation::count(name, PROBE).with_filter(filter.clone());
+            plan = plan
+                .with_aggregation(count("syscall").by(wasmtap_sdk::AggSource::Syscall))
+                .with_aggregation(count("process").by(wasmtap_sdk::AggSource::Comm));
+        }
+        let me = Syscount { top, mode, interval, by_syscall: Counts::new(), by_process: Counts::new() };
         Ok((me, plan))
     }
 
@@ -63,33 +103,57 @@ impl Plugin for Syscount {
     }
 
     fn on_tick(&mut self, sub: u32, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
-        if sub != INTERVAL {
+        if Some(sub) != self.interval {
             return Vec::new();
         }
-        let aggs = self.aggregations();
+        let aggs = self.aggregations(true);
         self.by_syscall.clear();
         self.by_process.clear();
         aggs
     }
 
     fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
-        self.aggregations()
+        self.aggregations(false)
     }
 }
 
 impl Syscount {
-    /// `@syscall[name]` and `@process[comm]`, largest printed last like bpftrace.
-    fn aggregations(&self) -> Vec<Aggregation> {
+    /// `@syscall[name]` and `@process[comm]`, largest printed last like bpftrace; in
+    /// compare mode also `@syscall_streamed` and `@process_streamed`. With `reset`, the
+    /// kernel's counts start again from zero.
+    fn aggregations(&self, reset: bool) -> Vec<Aggregation> {
         let (syscalls, processes) = match self.top {
             0 => ("Syscalls:".to_string(), "Processes:".to_string()),
             n => (format!("Top {n} syscalls:"), format!("Top {n} processes:")),
         };
         let order = AggOrder::ValueAscending;
-        vec![
-            self.by_syscall.to_aggregation("syscall", &syscalls, &["syscall"], order, self.top),
-            self.by_process.to_aggregation("process", &processes, &["comm"], order, self.top),
-        ]
+        let mut aggs = Vec::new();
+        if self.mode != Mode::Stream {
+            let by_name = read_aggregation(BY_SYSCALL, reset).into_iter().map(syscall_named).collect();
+            aggs.push(from_entries("syscall", &syscalls, &["syscall"], AggKind::Count, order, self.top, by_name));
+            let by_comm = read_aggregation(BY_PROCESS, reset);
+            aggs.push(from_entries("process", &processes, &["comm"], AggKind::Count, order, self.top, by_comm));
+        }
+        if self.mode != Mode::Kernel {
+            let suffix = if self.mode == Mode::Compare { "_streamed" } else { "" };
+            let (t1, t2) = if self.mode == Mode::Compare {
+                ("Streamed, the same syscalls:".to_string(), "Streamed, the same processes:".to_string())
+            } else {
+                (syscalls, processes)
+            };
+            aggs.push(self.by_syscall.to_aggregation(&format!("syscall{suffix}"), &t1, &["syscall"], order, self.top));
+            aggs.push(self.by_process.to_aggregation(&format!("process{suffix}"), &t2, &["comm"], order, self.top));
+        }
+        aggs
     }
+}
+
+/// A kernel entry keyed by syscall number, keyed by the syscall's name instead.
+fn syscall_named(mut e: AggEntry) -> AggEntry {
+    if let Some(Value::Int(nr)) = e.key.first() {
+        e.key = vec![Value::Text(Syscall(*nr).to_string())];
+    }
+    e
 }
 
 /// `"openat, read"` → their x86_64 numbers; decimal numbers pass through.
@@ -119,6 +183,7 @@ export_plugin!(Syscount);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasmtap_sdk::AggValue;
 
     #[test]
     fn syscall_names_become_numbers() {
@@ -138,28 +203,53 @@ mod tests {
 
     #[test]
     fn interval_subscribes_to_a_timer() {
-        let params = Params::from_pairs(&[("top", "5"), ("syscall", ""), ("interval", "1500000000")]);
-        let (_, plan) = Syscount::start(&params).unwrap();
+        let params = Params::from_pairs(&[("top", "5"), ("syscall", ""), ("interval", "1500000000"), ("mode", "stream")]);
+        let (me, plan) = Syscount::start(&params).unwrap();
         assert_eq!(probes(&plan), [PROBE, "interval:ms:1500"]);
-        assert_eq!(plan.subscriptions[INTERVAL as usize].filter, Filter::default());
-        let (_, plan) = Syscount::start(&Params::from_pairs(&[("interval", "0")])).unwrap();
+        assert_eq!((me.interval, plan.aggregations.len()), (Some(1), 0));
+        let (_, plan) = Syscount::start(&Params::from_pairs(&[("interval", "0"), ("mode", "stream")])).unwrap();
         assert_eq!(probes(&plan), [PROBE]);
-        assert!(Syscount::start(&Params::from_pairs(&[("interval", "10")])).is_err());
-        assert!(Syscount::start(&Params::from_pairs(&[("top", "-1")])).is_err());
+        assert!(Syscount::start(&Params::from_pairs(&[("interval", "10"), ("mode", "kernel")])).is_err());
+        assert!(Syscount::start(&Params::from_pairs(&[("top", "-1"), ("mode", "kernel")])).is_err());
+        let err = Syscount::start(&Params::from_pairs(&[("mode", "fast")])).err().unwrap();
+        assert!(err.contains("`fast`"), "{err}");
+    }
+
+    #[test]
+    fn kernel_mode_counts_in_the_kernel_and_names_syscalls() {
+        let params = Params::from_pairs(&[("top", "5"), ("syscall", "read"), ("interval", "1000000"), ("mode", "kernel")]);
+        let (mut me, plan) = Syscount::start(&params).unwrap();
+        assert_eq!(probes(&plan), ["interval:ms:1"]);
+        assert_eq!(plan.aggregations.len(), 2);
+        assert!(plan.aggregations.iter().all(|a| a.probe == PROBE && a.filter.syscalls == [0]));
+        let reads = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let seen = reads.clone();
+        wasmtap_sdk::testing::set_aggregations(move |id, reset| {
+            seen.borrow_mut().push((id, reset));
+            let key = if id == BY_SYSCALL { Value::Int(0) } else { Value::Text("cat".into()) };
+            vec![AggEntry { key: vec![key], value: AggValue::Scalar(7) }]
+        });
+        let aggs = me.on_tick(0, 1_000_000, &mut Output::new());
+        assert_eq!(*reads.borrow(), [(BY_SYSCALL, true), (BY_PROCESS, true)], "each interval resets");
+        assert_eq!(aggs[0].entries[0].key, [Value::Text("read".into())]);
+        assert_eq!(aggs[1].entries[0].key, [Value::Text("cat".into())]);
+        me.finish(&mut Output::new());
+        assert_eq!(reads.borrow()[2..], [(BY_SYSCALL, false), (BY_PROCESS, false)]);
     }
 
     #[test]
     fn each_interval_prints_and_clears_the_counts() {
-        let (mut me, _) = Syscount::start(&Params::from_pairs(&[("top", "5"), ("interval", "1000000")])).unwrap();
+        let params = Params::from_pairs(&[("top", "5"), ("interval", "1000000"), ("mode", "stream")]);
+        let (mut me, _) = Syscount::start(&params).unwrap();
         me.by_syscall.add(Syscall(0), 3);
         me.by_process.add(Comm::new(b"cat"), 3);
         let mut out = Output::new();
         assert!(me.on_tick(7, 0, &mut out).is_empty(), "another subscription's tick");
-        let aggs = me.on_tick(INTERVAL, 1_000_000, &mut out);
-        let values: Vec<i64> = aggs.iter().flat_map(|a| a.entries.iter().map(|e| e.value)).collect();
-        assert_eq!(values, [3, 3]);
+        let aggs = me.on_tick(1, 1_000_000, &mut out);
+        let values: Vec<AggValue> = aggs.iter().flat_map(|a| a.entries.iter().map(|e| e.value.clone())).collect();
+        assert_eq!(values, [AggValue::Scalar(3), AggValue::Scalar(3)]);
         assert!(me.by_syscall.is_empty() && me.by_process.is_empty());
-        let aggs = me.on_tick(INTERVAL, 2_000_000, &mut out);
+        let aggs = me.on_tick(1, 2_000_000, &mut out);
         assert!(aggs.iter().all(|a| a.entries.is_empty()), "the next interval starts from zero");
     }
 }

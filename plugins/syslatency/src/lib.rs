@@ -1,0 +1,217 @@
+//! syslatency: how long do syscalls take, syscall by syscall?
+//!
+//! The wasmtap take on the classic `syscall:::entry { self->ts = timestamp; }
+//! syscall:::return /self->ts/ { @[probefunc] = quantize(timestamp - self->ts); }`
+//! and bpftrace's `tracepoint:raw_syscalls:sys_enter { @start[tid] = nsecs; } …
+//! hist(nsecs - @start[tid])`. By default the histogram is computed in the kernel:
+//! no event leaves it. See README.md.
+
+use wasmtap_sdk::{
+    export_plugin, read_aggregation, Agg, AggEntry, AggKind, AggOrder, AggSource, Aggregation, Correlation, Event,
+    FxHashMap, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription,
+    Syscall, Value,
+};
+use wasmtap_sdk::Filter;
+
+const ENTER: &str = "tracepoint:raw_syscalls:sys_enter";
+const EXIT: &str = "tracepoint:raw_syscalls:sys_exit";
+const NS_PER_MS: u64 = 1_000_000;
+/// Threads inside a syscall that the streamed computation remembers (the kernel's
+/// start map holds as many).
+const STARTS_MAX: usize = 65536;
+
+/// Where the histograms are computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Kernel,
+    Stream,
+    /// Both, printed side by side: a check that they agree.
+    Compare,
+}
+
+struct Syslatency {
+    mode: Mode,
+    interval: Option<u32>,
+    /// Streamed: when each thread entered its syscall.
+    starts: FxHashMap<u32, u64>,
+    streamed: Agg<Syscall>,
+}
+
+impl Plugin for Syslatency {
+    fn info() -> PluginInfo {
+        PluginInfo::new(
+            "syslatency",
+            env!("CARGO_PKG_VERSION"),
+            "How long do syscalls take? A latency histogram per syscall, entry to exit.",
+            vec![
+                ParamSpec::new(
+                    "syscall",
+                    ParamKind::Text,
+                    "",
+                    "only these syscalls, comma-separated (read,write); empty: all",
+                ),
+                ParamSpec::new(
+                    "interval",
+                    ParamKind::Duration,
+                    "0",
+                    "print and reset the histograms this often (1s); 0: only at the end",
+                ),
+                ParamSpec::new(
+                    "mode",
+                    ParamKind::Text,
+                    "kernel",
+                    "kernel: computed in the kernel; stream: from streamed events; compare: both",
+                ),
+            ],
+        )
+    }
+
+    fn start(params: &Params) -> Result<(Self, Plan), String> {
+        let mode = match params.text("mode") {
+            "kernel" => Mode::Kernel,
+            "stream" => Mode::Stream,
+            "compare" => Mode::Compare,
+            other => return Err(format!("mode: `{other}` is not kernel, stream or compare")),
+        };
+        let filter = Filter { syscalls: parse_syscalls(params.text("syscall"))?, ..Filter::default() };
+        let mut subs = Vec::new();
+        if mode != Mode::Kernel {
+            subs.push(Subscription::new(ENTER).with_filter(filter.clone()));
+            subs.push(Subscription::new(EXIT).with_filter(filter.clone()));
+        }
+        let interval = match params.duration_ns("interval") {
+            0 => None,
+            ns if ns < NS_PER_MS => return Err("interval: must be 0 (off) or at least 1ms".into()),
+            ns => {
+                subs.push(Subscription::new(&format!("interval:ms:{}", ns / NS_PER_MS)));
+                Some(subs.len() as u32 - 1)
+            }
+        };
+        let mut plan = Plan::new(subs);
+        if mode != Mode::Stream {
+            plan = plan.with_aggregation(
+                KernelAggregation::log2_histogram("ns", EXIT, AggSource::Latency)
+                    .by(AggSource::Syscall)
+                    .with_filter(filter.clone())
+                    .latency_from(ENTER, Correlation::Tid, Correlation::Tid)
+                    .start_filter(filter),
+            );
+        }
+        let me = Syslatency { mode, interval, starts: FxHashMap::default(), streamed: Agg::quantize() };
+        Ok((me, plan))
+    }
+
+    fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
+        match ev {
+            Event::SysEnter(_) => {
+                if self.starts.len() < STARTS_MAX || self.starts.contains_key(&ev.tid()) {
+                    self.starts.insert(ev.tid(), ev.ts_ns());
+                }
+            }
+            Event::SysExit(sys) => {
+                if let Some(t0) = self.starts.remove(&ev.tid()) {
+                    self.streamed.add(sys.syscall(), ev.ts_ns().wrapping_sub(t0) as i64);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_tick(&mut self, sub: u32, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
+        if Some(sub) != self.interval {
+            return Vec::new();
+        }
+        self.report(true)
+    }
+
+    fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
+        self.report(false)
+    }
+}
+
+impl Syslatency {
+    /// `@ns[syscall]` from the kernel and/or `@ns_streamed[syscall]`.
+    fn report(&mut self, reset: bool) -> Vec<Aggregation> {
+        let title = "Syscall latency in nanoseconds, entry to exit:";
+        let mut aggs = Vec::new();
+        if self.mode != Mode::Stream {
+            let entries = read_aggregation(0, reset);
+            aggs.push(by_syscall_name("ns", title, entries));
+        }
+        if self.mode != Mode::Kernel {
+            let title = if self.mode == Mode::Compare { "The same, from streamed events:" } else { title };
+            let name = if self.mode == Mode::Compare { "ns_streamed" } else { "ns" };
+            aggs.push(self.streamed.to_aggregation(name, title, &["syscall"], AggOrder::ValueAscending, 0));
+            if reset {
+                self.streamed.trunc(0);
+            }
+        }
+        aggs
+    }
+}
+
+/// A kernel snapshot keyed by syscall number, keyed by name instead.
+fn by_syscall_name(name: &str, title: &str, entries: Vec<AggEntry>) -> Aggregation {
+    let entries = entries
+        .into_iter()
+        .map(|mut e| {
+            if let Some(Value::Int(nr)) = e.key.first() {
+                e.key = vec![Value::Text(Syscall(*nr).to_string())];
+            }
+            e
+        })
+        .collect();
+    Aggregation {
+        name: name.to_string(),
+        title: title.to_string(),
+        key_names: vec!["syscall".to_string()],
+        kind: AggKind::Quantize,
+        order: AggOrder::ValueAscending,
+        top: 0,
+        entries,
+    }
+}
+
+/// `"read, write"` → their x86_64 numbers; decimal numbers pass through.
+fn parse_syscalls(list: &str) -> Result<Vec<u32>, String> {
+    let names = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+    names
+        .map(|name| {
+            Syscall::from_name(name)
+                .map(|s| s.nr() as u32)
+                .or_else(|| name.parse().ok())
+                .ok_or_else(|| format!("syscall: no x86_64 syscall named '{name}'"))
+        })
+        .collect()
+}
+
+export_plugin!(Syslatency);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_choose_kernel_aggregation_or_streams() {
+        let start = |mode: &str| Syslatency::start(&Params::from_pairs(&[("mode", mode), ("syscall", "read")]));
+        let (_, plan) = start("kernel").unwrap();
+        assert!(plan.subscriptions.is_empty());
+        assert_eq!(plan.aggregations.len(), 1);
+        let agg = &plan.aggregations[0];
+        assert_eq!(agg.filter.syscalls, vec![0]);
+        assert_eq!(agg.start.as_ref().unwrap().filter.syscalls, vec![0]);
+        let (_, plan) = start("stream").unwrap();
+        assert_eq!((plan.subscriptions.len(), plan.aggregations.len()), (2, 0));
+        let (_, plan) = start("compare").unwrap();
+        assert_eq!((plan.subscriptions.len(), plan.aggregations.len()), (2, 1));
+        let err = start("fast").err().unwrap();
+        assert!(err.contains("`fast`"), "{err}");
+    }
+
+    #[test]
+    fn snapshot_keys_become_syscall_names() {
+        let e = AggEntry { key: vec![Value::Int(0)], value: wasmtap_sdk::AggValue::Scalar(1) };
+        let agg = by_syscall_name("ns", "", vec![e]);
+        assert_eq!(agg.entries[0].key, vec![Value::Text("read".into())]);
+    }
+}

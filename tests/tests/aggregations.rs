@@ -1,0 +1,140 @@
+//! Kernel aggregations against ground truth and against the same aggregation computed
+//! from streamed events in the same run. Needs root and BPF: in CI these run and must
+//! pass; elsewhere without root they skip with a message.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+use wasmtap_tests::*;
+
+/// Every `map` record's `@name` object, in output order.
+fn maps<'a>(lines: &'a [Json], name: &str) -> Vec<&'a serde_json::Map<String, Json>> {
+    lines
+        .iter()
+        .filter(|v| v["type"] == "map")
+        .filter_map(|v| v["data"].get(format!("@{name}"))?.as_object())
+        .collect()
+}
+
+/// The last `hist` record of `@name`: key → [(low bucket bound, count)].
+fn hist(lines: &[Json], name: &str) -> BTreeMap<String, Vec<(i64, u64)>> {
+    let data = lines
+        .iter()
+        .rev()
+        .filter(|v| v["type"] == "hist")
+        .find_map(|v| v["data"].get(format!("@{name}"))?.as_object())
+        .unwrap_or_else(|| panic!("no hist record of @{name}"));
+    data.iter()
+        .map(|(k, buckets)| {
+            let rows = buckets
+                .as_array()
+                .expect("buckets")
+                .iter()
+                .map(|b| (b["min"].as_i64().expect("min"), b["count"].as_u64().expect("count")))
+                .collect();
+            (k.clone(), rows)
+        })
+        .collect()
+}
+
+fn counts(m: &serde_json::Map<String, Json>) -> BTreeMap<String, i64> {
+    m.iter().map(|(k, v)| (k.clone(), v.as_i64().expect("a count"))).collect()
+}
+
+#[test]
+fn syscount_in_the_kernel_counts_what_streaming_counts_exactly() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 100000", workload("getppid_loop").display());
+    let o = run(wasmtap().args(["run", "syscount", "--param", "mode=compare", "--param", "top=0", "-c", &cmd, "-o", "json"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let lines = json_lines(&out);
+    let kernel = counts(maps(&lines, "syscall").last().expect("@syscall"));
+    let streamed = counts(maps(&lines, "syscall_streamed").last().expect("@syscall_streamed"));
+    assert_eq!(kernel.get("getppid"), Some(&100_000), "{kernel:?}");
+    assert_eq!(kernel, streamed, "in-kernel and streamed counts differ");
+    let kernel = counts(maps(&lines, "process").last().expect("@process"));
+    let streamed = counts(maps(&lines, "process_streamed").last().expect("@process_streamed"));
+    assert!(kernel.get("getppid_loop").is_some_and(|n| *n >= 100_000), "{kernel:?}");
+    assert_eq!(kernel, streamed);
+}
+
+#[test]
+fn syscall_latency_in_the_kernel_is_within_one_bucket_of_streamed() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // Fast getppid calls and 2 ms sleeps (glibc sleeps with clock_nanosleep): latencies
+    // four orders of magnitude apart.
+    let cmd = format!("{} 20 500 2", workload("getppid_paced").display());
+    let o = run(wasmtap().args(["run", "syslatency", "--param", "mode=compare", "-c", &cmd, "-o", "json"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let lines = json_lines(&out);
+    let kernel = hist(&lines, "ns");
+    let streamed = hist(&lines, "ns_streamed");
+    assert_eq!(kernel.keys().collect::<Vec<_>>(), streamed.keys().collect::<Vec<_>>());
+    let total = |h: &Vec<(i64, u64)>| h.iter().map(|(_, n)| n).sum::<u64>();
+    assert_eq!(total(&kernel["getppid"]), 10_000, "{:?}", kernel["getppid"]);
+    assert_eq!(total(&kernel["clock_nanosleep"]), 20);
+    let sleeps: u64 = kernel["clock_nanosleep"].iter().filter(|(low, _)| *low >= 1 << 20).map(|(_, n)| n).sum();
+    assert_eq!(sleeps, 20, "2 ms sleeps land at or above the [1M, 2M) bucket: {:?}", kernel["clock_nanosleep"]);
+    // A sample may move one bucket between the two (the collectors read the clock a few
+    // hundred nanoseconds apart). A monotone matching that moves every sample at most one
+    // bucket exists iff no prefix of one histogram outruns the other's prefix one bucket
+    // further; `excess` counts the samples that would have to move further. Those are
+    // samples where an interrupt or a cold cache fell between the two clock reads: allow
+    // them for 0.2 % of the samples, and report them.
+    let mut excess = 0u64;
+    let mut samples = 0u64;
+    for (syscall, k) in &kernel {
+        let s = &streamed[syscall];
+        assert_eq!(total(k), total(s), "{syscall}: kernel {k:?} streamed {s:?}");
+        samples += total(k);
+        // Bucket index of a power-of-two lower bound (0, 1, 2, 4... → 0, 1, 2, 3...).
+        let index = |low: i64| if low <= 0 { 0 } else { 64 - low.leading_zeros() as usize };
+        let cumulative = |h: &Vec<(i64, u64)>| {
+            let mut c = vec![0u64; 66];
+            for (low, n) in h {
+                c[index(*low)] += n;
+            }
+            for i in 1..c.len() {
+                c[i] += c[i - 1];
+            }
+            c
+        };
+        let (ck, cs) = (cumulative(k), cumulative(s));
+        let worst = (0..65).map(|i| ck[i].saturating_sub(cs[i + 1]).max(cs[i].saturating_sub(ck[i + 1]))).max();
+        let worst = worst.unwrap_or(0);
+        if worst > 0 {
+            eprintln!("{syscall}: {worst} samples more than one bucket apart: kernel {k:?} streamed {s:?}");
+        }
+        excess += worst;
+    }
+    eprintln!("{excess} of {samples} samples more than one bucket apart");
+    assert!(excess * 500 <= samples, "{excess} of {samples} samples more than one bucket apart");
+}
+
+#[test]
+fn periodic_print_and_clear_add_up_to_the_total() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 10 1000 50", workload("getppid_paced").display());
+    let o = run(wasmtap().args([
+        "run", "syscount", "--param", "interval=100ms", "--param", "syscall=getppid", "-c", &cmd, "-o", "json",
+    ]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let lines = json_lines(&out);
+    let reports: Vec<i64> =
+        maps(&lines, "syscall").iter().map(|m| m.get("getppid").and_then(Json::as_i64).unwrap_or(0)).collect();
+    assert_eq!(reports.iter().sum::<i64>(), 10_000, "per-interval counts {reports:?}");
+    assert!(reports.iter().filter(|n| **n > 0).count() >= 3, "the calls spread over several reports: {reports:?}");
+    assert!(reports.iter().all(|n| *n < 10_000), "each report is cleared: {reports:?}");
+}
