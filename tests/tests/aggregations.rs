@@ -75,8 +75,8 @@ fn syscall_latency_in_the_kernel_is_within_one_bucket_of_streamed() {
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
     let lines = json_lines(&out);
-    let kernel = hist(&lines, "ns");
-    let streamed = hist(&lines, "ns_streamed");
+    let kernel = hist(&lines, "nanoseconds");
+    let streamed = hist(&lines, "nanoseconds_streamed");
     assert_eq!(kernel.keys().collect::<Vec<_>>(), streamed.keys().collect::<Vec<_>>());
     let total = |h: &Vec<(i64, u64)>| h.iter().map(|(_, n)| n).sum::<u64>();
     assert_eq!(total(&kernel["getppid"]), 10_000, "{:?}", kernel["getppid"]);

@@ -214,6 +214,12 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
             k.dropped
         ));
     }
+    if let Some(a) = report.kernel.aggregated {
+        lines.push(format!(
+            "  {:<10} aggregated {:>7}  filtered {:>10}  map-full drops {:>9}",
+            "kernel-agg", a.emitted, a.filtered, a.dropped
+        ));
+    }
     if report.kernel.pipeline_dropped > 0 {
         lines.push(format!("  pipeline full: {} events dropped", report.kernel.pipeline_dropped));
     }

@@ -60,4 +60,4 @@ pub fn available() -> Vec<String> {
 }
 
 /// The plugins shipped in `plugins/`.
-pub const VETTED: &[&str] = &["execsnoop", "syscount", "syslatency"];
+pub const VETTED: &[&str] = &["execsnoop", "profile", "syscount", "syslatency"];

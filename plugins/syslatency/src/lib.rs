@@ -90,7 +90,7 @@ impl Plugin for Syslatency {
         let mut plan = Plan::new(subs);
         if mode != Mode::Stream {
             plan = plan.with_aggregation(
-                KernelAggregation::log2_histogram("ns", EXIT, AggSource::Latency)
+                KernelAggregation::log2_histogram("nanoseconds", EXIT, AggSource::Latency)
                     .by(AggSource::Syscall)
                     .with_filter(filter.clone())
                     .latency_from(ENTER, Correlation::Tid, Correlation::Tid)
@@ -136,11 +136,11 @@ impl Syslatency {
         let mut aggs = Vec::new();
         if self.mode != Mode::Stream {
             let entries = read_aggregation(0, reset);
-            aggs.push(by_syscall_name("ns", title, entries));
+            aggs.push(by_syscall_name("nanoseconds", title, entries));
         }
         if self.mode != Mode::Kernel {
             let title = if self.mode == Mode::Compare { "The same, from streamed events:" } else { title };
-            let name = if self.mode == Mode::Compare { "ns_streamed" } else { "ns" };
+            let name = if self.mode == Mode::Compare { "nanoseconds_streamed" } else { "nanoseconds" };
             aggs.push(self.streamed.to_aggregation(name, title, &["syscall"], AggOrder::ValueAscending, 0));
             if reset {
                 self.streamed.trunc(0);

@@ -1,0 +1,91 @@
+//! profile: where is the CPU time spent? Stacks sampled on every CPU, counted.
+//!
+//! The wasmtap take on bpftrace's `profile:hz:99 { @[kstack, ustack, comm] = count(); }`
+//! and DTrace's `profile-997 { @[stack(), ustack()] = count(); }`. Render the result as
+//! bpftrace-style text, as folded stacks (`-o folded`) or as a flame graph
+//! (`--flamegraph FILE.svg`). See README.md.
+
+use wasmtap_sdk::{
+    export_plugin, AggOrder, Aggregation, Counts, Event, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
+    PluginInfo, Stack, StackMode, Subscription,
+};
+
+/// Highest sampling rate: above this the sampling itself is the workload.
+const HZ_MAX: i64 = 10_000;
+
+struct Profile {
+    top: u32,
+    stacks: Counts<Stack>,
+}
+
+impl Plugin for Profile {
+    fn info() -> PluginInfo {
+        PluginInfo::new(
+            "profile",
+            env!("CARGO_PKG_VERSION"),
+            "Where is the CPU time spent? Sampled stacks, by count.",
+            vec![
+                ParamSpec::new("hz", ParamKind::Integer, "99", "samples per second on each CPU (1 to 10000)"),
+                ParamSpec::new("top", ParamKind::Integer, "0", "stacks shown, most frequent; 0: all"),
+                ParamSpec::new(
+                    "stacks",
+                    ParamKind::Text,
+                    "kernel,user",
+                    "which stacks to sample: kernel, user, or kernel,user",
+                ),
+            ],
+        )
+    }
+
+    fn start(params: &Params) -> Result<(Self, Plan), String> {
+        let hz = params.int("hz");
+        if !(1..=HZ_MAX).contains(&hz) {
+            return Err(format!("hz: {hz} is not between 1 and {HZ_MAX}"));
+        }
+        let top = u32::try_from(params.int("top")).map_err(|_| format!("top: must be between 0 and {}", u32::MAX))?;
+        let (mut kernel, mut user) = (false, false);
+        for part in params.text("stacks").split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match part {
+                "kernel" => kernel = true,
+                "user" => user = true,
+                other => return Err(format!("stacks: `{other}` is not kernel or user")),
+            }
+        }
+        let mode = match (kernel, user) {
+            (true, true) => StackMode::KERNEL | StackMode::USER,
+            (true, false) => StackMode::KERNEL,
+            (false, true) => StackMode::USER,
+            (false, false) => return Err("stacks: name kernel, user or both".into()),
+        };
+        let plan = Plan::new(vec![Subscription::new(&format!("profile:hz:{hz}")).stacks(mode)]);
+        Ok((Profile { top, stacks: Counts::new() }, plan))
+    }
+
+    fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
+        if let Some(stack) = ev.stack() {
+            self.stacks.add(stack, 1);
+        }
+    }
+
+    fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
+        vec![self.stacks.to_stack_aggregation("samples", "", AggOrder::ValueAscending, self.top)]
+    }
+}
+
+export_plugin!(Profile);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_checked() {
+        let start = |hz: &str, stacks: &str| Profile::start(&Params::from_pairs(&[("hz", hz), ("top", "0"), ("stacks", stacks)]));
+        let (_, plan) = start("99", "user").unwrap();
+        assert_eq!(plan.subscriptions[0].probe, "profile:hz:99");
+        assert_eq!(plan.subscriptions[0].stacks, StackMode::USER);
+        assert!(start("0", "user").err().unwrap().contains("hz: 0"));
+        assert!(start("99", "users").err().unwrap().contains("`users`"));
+        assert!(start("99", "").is_err());
+    }
+}

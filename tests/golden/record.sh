@@ -1,0 +1,15 @@
+#!/bin/sh
+# Re-record the golden recordings (root, after `./x build`), then bless the expected
+# outputs: WASMTAP_BLESS=1 cargo test --release -p wasmtap-tests --test golden
+set -eu
+cd "$(dirname "$0")"
+root=../..
+w=$root/target/release/wasmtap
+work=$root/target/workloads
+mkdir -p "$work"
+cc -O2 -g -fno-omit-frame-pointer -o "$work/gp" "$root/tests/workloads/getppid_paced.c"
+cc -O2 -g -fno-omit-frame-pointer -o "$work/spin_func" "$root/tests/workloads/spin_func.c"
+# 5 rounds of 200 getppid calls with 1 ms sleeps: syscalls for syscount and syslatency.
+"$w" record -o syscalls.wtrec syscount syslatency -c "$work/gp 5 200 1"
+# One second of a function spinning: stacks for profile.
+"$w" record -o profile.wtrec profile -c "$work/spin_func 1000"
