@@ -44,7 +44,6 @@ struct wt_agg_ctx {
 	const void *data; /* the tracepoint entry; NULL for syscalls (then sys) */
 	__u64 sys[7];
 	__u64 pid_tgid;
-	__u64 now;
 	__s64 id; /* syscall number, or -1 */
 };
 
@@ -241,7 +240,6 @@ int BPF_PROG(wt_agg_sys_enter, struct pt_regs *regs, long id)
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
 		return 0;
-	c.now = bpf_ktime_get_ns();
 	c.id = id;
 	c.sys[0] = id;
 	c.sys[1] = regs->di;
@@ -262,7 +260,6 @@ int BPF_PROG(wt_agg_sys_exit, struct pt_regs *regs, long ret)
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
 		return 0;
-	c.now = bpf_ktime_get_ns();
 	c.id = regs->orig_ax;
 	c.sys[0] = c.id;
 	c.sys[1] = ret;
@@ -278,7 +275,6 @@ int wt_agg_tracepoint(void *ctx)
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
 		return 0;
-	c.now = bpf_ktime_get_ns();
 	c.data = ctx;
 	c.id = -1;
 	wt_agg_run(&c, (__u32)bpf_get_attach_cookie(ctx));

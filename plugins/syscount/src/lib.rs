@@ -11,9 +11,6 @@ use wasmtap_sdk::{
 
 const PROBE: &str = "tracepoint:raw_syscalls:sys_enter";
 const NS_PER_MS: u64 = 1_000_000;
-/// Kernel aggregation ids, in plan order.
-const BY_SYSCALL: u32 = 0;
-const BY_PROCESS: u32 = 1;
 
 /// Where the counting happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +26,11 @@ enum Mode {
 struct Syscount {
     top: u32,
     mode: Mode,
+    /// Count by syscall, by process, or both.
+    by_syscall_on: bool,
+    by_process_on: bool,
+    /// Ids of the kernel aggregations by syscall and by process, as declared.
+    kernel_ids: (Option<u32>, Option<u32>),
     /// The plan's subscription of the `interval` timer, when there is one.
     interval: Option<u32>,
     by_syscall: Counts<Syscall>,
@@ -56,6 +58,12 @@ impl Plugin for Syscount {
                     "print and reset the counts this often (1s); 0: only at the end",
                 ),
                 ParamSpec::new(
+                    "by",
+                    ParamKind::Text,
+                    "syscall,process",
+                    "count by syscall, by process, or both (syscall,process)",
+                ),
+                ParamSpec::new(
                     "mode",
                     ParamKind::Text,
                     "kernel",
@@ -73,6 +81,17 @@ impl Plugin for Syscount {
             "compare" => Mode::Compare,
             other => return Err(format!("mode: `{other}` is not kernel, stream or compare")),
         };
+        let (mut by_syscall_on, mut by_process_on) = (false, false);
+        for part in params.text("by").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "syscall" => by_syscall_on = true,
+                "process" => by_process_on = true,
+                other => return Err(format!("by: `{other}` is not syscall or process")),
+            }
+        }
+        if !by_syscall_on && !by_process_on {
+            return Err("by: name syscall, process or both".into());
+        }
         let filter = Filter { syscalls: parse_syscalls(params.text("syscall"))?, ..Filter::default() };
         let mut subscriptions = Vec::new();
         if mode != Mode::Kernel {
@@ -84,21 +103,39 @@ impl Plugin for Syscount {
             subscriptions.push(Subscription::new(&format!("interval:ms:{ms}")));
         }
         let mut plan = Plan::new(subscriptions);
+        let mut ids = (None, None);
         if mode != Mode::Stream {
-            // Ids BY_SYSCALL and BY_PROCESS.
             let count = |name: &str| KernelAggregation::count(name, PROBE).with_filter(filter.clone());
-            plan = plan
-                .with_aggregation(count("syscall").by(wasmtap_sdk::AggSource::Syscall))
-                .with_aggregation(count("process").by(wasmtap_sdk::AggSource::Comm));
+            if by_syscall_on {
+                ids.0 = Some(plan.aggregations.len() as u32);
+                plan = plan.with_aggregation(count("syscall").by(wasmtap_sdk::AggSource::Syscall));
+            }
+            if by_process_on {
+                ids.1 = Some(plan.aggregations.len() as u32);
+                plan = plan.with_aggregation(count("process").by(wasmtap_sdk::AggSource::Comm));
+            }
         }
-        let me = Syscount { top, mode, interval, by_syscall: Counts::new(), by_process: Counts::new() };
+        let me = Syscount {
+            top,
+            mode,
+            by_syscall_on,
+            by_process_on,
+            kernel_ids: ids,
+            interval,
+            by_syscall: Counts::new(),
+            by_process: Counts::new(),
+        };
         Ok((me, plan))
     }
 
     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
         if let Event::SysEnter(sys) = ev {
-            self.by_syscall.add(sys.syscall(), 1);
-            self.by_process.add(ev.comm_key(), 1);
+            if self.by_syscall_on {
+                self.by_syscall.add(sys.syscall(), 1);
+            }
+            if self.by_process_on {
+                self.by_process.add(ev.comm_key(), 1);
+            }
         }
     }
 
@@ -129,10 +166,14 @@ impl Syscount {
         let order = AggOrder::ValueAscending;
         let mut aggs = Vec::new();
         if self.mode != Mode::Stream {
-            let by_name = read_aggregation(BY_SYSCALL, reset).into_iter().map(syscall_named).collect();
-            aggs.push(from_entries("syscall", &syscalls, &["syscall"], AggKind::Count, order, self.top, by_name));
-            let by_comm = read_aggregation(BY_PROCESS, reset);
-            aggs.push(from_entries("process", &processes, &["comm"], AggKind::Count, order, self.top, by_comm));
+            if let Some(id) = self.kernel_ids.0 {
+                let by_name = read_aggregation(id, reset).into_iter().map(syscall_named).collect();
+                aggs.push(from_entries("syscall", &syscalls, &["syscall"], AggKind::Count, order, self.top, by_name));
+            }
+            if let Some(id) = self.kernel_ids.1 {
+                let by_comm = read_aggregation(id, reset);
+                aggs.push(from_entries("process", &processes, &["comm"], AggKind::Count, order, self.top, by_comm));
+            }
         }
         if self.mode != Mode::Kernel {
             let suffix = if self.mode == Mode::Compare { "_streamed" } else { "" };
@@ -141,8 +182,14 @@ impl Syscount {
             } else {
                 (syscalls, processes)
             };
-            aggs.push(self.by_syscall.to_aggregation(&format!("syscall{suffix}"), &t1, &["syscall"], order, self.top));
-            aggs.push(self.by_process.to_aggregation(&format!("process{suffix}"), &t2, &["comm"], order, self.top));
+            if self.by_syscall_on {
+                let name = format!("syscall{suffix}");
+                aggs.push(self.by_syscall.to_aggregation(&name, &t1, &["syscall"], order, self.top));
+            }
+            if self.by_process_on {
+                let name = format!("process{suffix}");
+                aggs.push(self.by_process.to_aggregation(&name, &t2, &["comm"], order, self.top));
+            }
         }
         aggs
     }
@@ -203,21 +250,40 @@ mod tests {
 
     #[test]
     fn interval_subscribes_to_a_timer() {
-        let params = Params::from_pairs(&[("top", "5"), ("syscall", ""), ("interval", "1500000000"), ("mode", "stream")]);
+        let params = Params::from_pairs(&[
+            ("top", "5"),
+            ("syscall", ""),
+            ("interval", "1500000000"),
+            ("mode", "stream"),
+            ("by", "syscall,process"),
+        ]);
         let (me, plan) = Syscount::start(&params).unwrap();
         assert_eq!(probes(&plan), [PROBE, "interval:ms:1500"]);
         assert_eq!((me.interval, plan.aggregations.len()), (Some(1), 0));
-        let (_, plan) = Syscount::start(&Params::from_pairs(&[("interval", "0"), ("mode", "stream")])).unwrap();
+        let (_, plan) =
+            Syscount::start(&Params::from_pairs(&[("interval", "0"), ("mode", "stream"), ("by", "syscall")])).unwrap();
         assert_eq!(probes(&plan), [PROBE]);
-        assert!(Syscount::start(&Params::from_pairs(&[("interval", "10"), ("mode", "kernel")])).is_err());
-        assert!(Syscount::start(&Params::from_pairs(&[("top", "-1"), ("mode", "kernel")])).is_err());
+        assert!(
+            Syscount::start(&Params::from_pairs(&[("interval", "10"), ("mode", "kernel"), ("by", "process")])).is_err()
+        );
+        assert!(Syscount::start(&Params::from_pairs(&[("top", "-1"), ("mode", "kernel"), ("by", "process")])).is_err());
         let err = Syscount::start(&Params::from_pairs(&[("mode", "fast")])).err().unwrap();
         assert!(err.contains("`fast`"), "{err}");
+        let err = Syscount::start(&Params::from_pairs(&[("mode", "kernel"), ("by", "proces")])).err().unwrap();
+        assert!(err.contains("`proces`"), "{err}");
+        let (_, plan) = Syscount::start(&Params::from_pairs(&[("mode", "kernel"), ("by", "process")])).unwrap();
+        assert_eq!(plan.aggregations.len(), 1, "@[comm] = count() alone");
     }
 
     #[test]
     fn kernel_mode_counts_in_the_kernel_and_names_syscalls() {
-        let params = Params::from_pairs(&[("top", "5"), ("syscall", "read"), ("interval", "1000000"), ("mode", "kernel")]);
+        let params = Params::from_pairs(&[
+            ("top", "5"),
+            ("syscall", "read"),
+            ("interval", "1000000"),
+            ("mode", "kernel"),
+            ("by", "syscall,process"),
+        ]);
         let (mut me, plan) = Syscount::start(&params).unwrap();
         assert_eq!(probes(&plan), ["interval:ms:1"]);
         assert_eq!(plan.aggregations.len(), 2);
@@ -226,20 +292,21 @@ mod tests {
         let seen = reads.clone();
         wasmtap_sdk::testing::set_aggregations(move |id, reset| {
             seen.borrow_mut().push((id, reset));
-            let key = if id == BY_SYSCALL { Value::Int(0) } else { Value::Text("cat".into()) };
+            let key = if id == 0 { Value::Int(0) } else { Value::Text("cat".into()) };
             vec![AggEntry { key: vec![key], value: AggValue::Scalar(7) }]
         });
         let aggs = me.on_tick(0, 1_000_000, &mut Output::new());
-        assert_eq!(*reads.borrow(), [(BY_SYSCALL, true), (BY_PROCESS, true)], "each interval resets");
+        assert_eq!(*reads.borrow(), [(0, true), (1, true)], "each interval resets");
         assert_eq!(aggs[0].entries[0].key, [Value::Text("read".into())]);
         assert_eq!(aggs[1].entries[0].key, [Value::Text("cat".into())]);
         me.finish(&mut Output::new());
-        assert_eq!(reads.borrow()[2..], [(BY_SYSCALL, false), (BY_PROCESS, false)]);
+        assert_eq!(reads.borrow()[2..], [(0, false), (1, false)]);
     }
 
     #[test]
     fn each_interval_prints_and_clears_the_counts() {
-        let params = Params::from_pairs(&[("top", "5"), ("interval", "1000000"), ("mode", "stream")]);
+        let params =
+            Params::from_pairs(&[("top", "5"), ("interval", "1000000"), ("mode", "stream"), ("by", "syscall,process")]);
         let (mut me, _) = Syscount::start(&params).unwrap();
         me.by_syscall.add(Syscall(0), 3);
         me.by_process.add(Comm::new(b"cat"), 3);
