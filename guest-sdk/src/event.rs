@@ -440,6 +440,27 @@ pub(crate) fn body_end(rec: &Record<'_>) -> usize {
 pub struct Syscall(pub i64);
 
 impl Syscall {
+    /// A parameter such as `"openat, read"` as syscall numbers, for `Filter::syscalls`;
+    /// decimal numbers pass through, empty parts are skipped. The error names the first
+    /// unknown syscall.
+    ///
+    /// ```
+    /// use wasmtap_sdk::Syscall;
+    /// assert_eq!(Syscall::parse_list("read, write,,openat"), Ok(vec![0, 1, 257]));
+    /// assert!(Syscall::parse_list("read,opne").unwrap_err().contains("'opne'"));
+    /// ```
+    pub fn parse_list(list: &str) -> Result<Vec<u32>, String> {
+        let names = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+        names
+            .map(|name| {
+                Syscall::from_name(name)
+                    .map(|s| s.nr() as u32)
+                    .or_else(|| name.parse().ok())
+                    .ok_or_else(|| format!("no x86_64 syscall named '{name}'"))
+            })
+            .collect()
+    }
+
     /// The syscall called `name` (x86_64 table), if any.
     pub fn from_name(name: &str) -> Option<Syscall> {
         wasmtap_abi::syscall_number(name).map(|nr| Syscall(i64::from(nr)))

@@ -111,13 +111,18 @@ mod tests {
 
     #[test]
     fn builders_fill_the_declaration() {
-        let a = KernelAggregation::linear_histogram("l", "syscall:read:exit", AggSource::Field("ret".into()), 0, 100, 10)
-            .by(AggSource::Comm)
-            .by(AggSource::Pid);
+        let a =
+            KernelAggregation::linear_histogram("l", "syscall:read:exit", AggSource::Field("ret".into()), 0, 100, 10)
+                .by(AggSource::Comm)
+                .by(AggSource::Pid);
         assert_eq!(a.keys, vec![AggSource::Comm, AggSource::Pid]);
         assert_eq!(a.function, KernelFunction::LinearHistogram(LinearBuckets { min: 0, max: 100, step: 10 }));
         let l = KernelAggregation::log2_histogram("q", "tracepoint:sched:sched_switch", AggSource::Pid)
-            .latency_from("tracepoint:sched:sched_wakeup", Correlation::Field("pid".into()), Correlation::Field("next_pid".into()))
+            .latency_from(
+                "tracepoint:sched:sched_wakeup",
+                Correlation::Field("pid".into()),
+                Correlation::Field("next_pid".into()),
+            )
             .start_filter(Filter { uids: vec![0], ..Filter::default() });
         assert_eq!(l.value, AggSource::Latency);
         let start = l.start.unwrap();

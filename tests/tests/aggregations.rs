@@ -9,11 +9,7 @@ use wasmtap_tests::*;
 
 /// Every `map` record's `@name` object, in output order.
 fn maps<'a>(lines: &'a [Json], name: &str) -> Vec<&'a serde_json::Map<String, Json>> {
-    lines
-        .iter()
-        .filter(|v| v["type"] == "map")
-        .filter_map(|v| v["data"].get(format!("@{name}"))?.as_object())
-        .collect()
+    lines.iter().filter(|v| v["type"] == "map").filter_map(|v| v["data"].get(format!("@{name}"))?.as_object()).collect()
 }
 
 /// The last `hist` record of `@name`: key → [(low bucket bound, count)].
@@ -48,7 +44,18 @@ fn syscount_in_the_kernel_counts_what_streaming_counts_exactly() {
     }
     let _g = serial();
     let cmd = format!("{} 100000", workload("getppid_loop").display());
-    let o = run(wasmtap().args(["run", "syscount", "--param", "mode=compare", "--param", "top=0", "-c", &cmd, "-o", "json"]));
+    let o = run(wasmtap().args([
+        "run",
+        "syscount",
+        "--param",
+        "mode=compare",
+        "--param",
+        "top=0",
+        "-c",
+        &cmd,
+        "-o",
+        "json",
+    ]));
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
     let lines = json_lines(&out);
@@ -127,7 +134,16 @@ fn periodic_print_and_clear_add_up_to_the_total() {
     let _g = serial();
     let cmd = format!("{} 10 1000 50", workload("getppid_paced").display());
     let o = run(wasmtap().args([
-        "run", "syscount", "--param", "interval=100ms", "--param", "syscall=getppid", "-c", &cmd, "-o", "json",
+        "run",
+        "syscount",
+        "--param",
+        "interval=100ms",
+        "--param",
+        "syscall=getppid",
+        "-c",
+        &cmd,
+        "-o",
+        "json",
     ]));
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");

@@ -17,7 +17,10 @@ fn check(name: &str) -> Result<(), String> {
     let args_file = dir.join("cases").join(format!("{name}.args"));
     let line = std::fs::read_to_string(&args_file).map_err(|e| format!("{}: {e}", args_file.display()))?;
     let args: Vec<&str> = line.split_whitespace().collect();
-    let o = run(wasmtap().current_dir(&dir).env("WASMTAP_PLUGIN_PATH", target_dir().join("wasm32-wasip2/wasm")).args(&args));
+    let o = run(wasmtap()
+        .current_dir(&dir)
+        .env("WASMTAP_PLUGIN_PATH", target_dir().join("wasm32-wasip2/wasm"))
+        .args(&args));
     if o.status.code() != Some(0) {
         return Err(format!("{name}: `wasmtap {line}` failed: {}", stderr(&o)));
     }
@@ -57,7 +60,13 @@ fn every_case_renders_as_recorded() {
     names.sort();
     assert!(names.len() >= 10, "golden cases missing: {names:?}");
     let failures: Vec<String> = names.iter().filter_map(|n| check(n).err()).collect();
-    assert!(failures.is_empty(), "{} of {} golden cases failed:\n{}", failures.len(), names.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden cases failed:\n{}",
+        failures.len(),
+        names.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]
@@ -73,7 +82,8 @@ fn counts_in_the_recording_match_its_workload() {
 fn flame_graph_names_the_hot_function() {
     let svg = target_dir().join("golden-profile.svg");
     let _ = std::fs::remove_file(&svg);
-    let o = run(wasmtap().current_dir(golden_dir()).args(["replay", "profile.wtrec", "profile", "--flamegraph"]).arg(&svg));
+    let o =
+        run(wasmtap().current_dir(golden_dir()).args(["replay", "profile.wtrec", "profile", "--flamegraph"]).arg(&svg));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let text = std::fs::read_to_string(&svg).expect("the SVG was written");
     assert!(text.trim_start().starts_with("<?xml") || text.trim_start().starts_with("<svg"), "not an SVG");

@@ -231,13 +231,16 @@ impl TaskFilter {
     }
 }
 
+/// Where a named field of a probe's data is.
+type FieldLookup = Box<dyn Fn(&str) -> Result<FieldLoc, String>>;
+
 /// A probe's site and how to find its fields.
 struct Probe {
     site: SiteAttach,
     /// Syscall number of `syscall:NAME:…`.
     nr: Option<u32>,
     kind: Kind,
-    fields: Box<dyn Fn(&str) -> Result<FieldLoc, String>>,
+    fields: FieldLookup,
 }
 
 fn probe(name: &str, source: &Source<'_>) -> Result<Probe, String> {
@@ -629,7 +632,14 @@ impl Store {
                         .iter()
                         .map(|(k, v)| {
                             let b = base.get(k).copied().unwrap_or_default();
-                            (*k, RawValue { count: v.count.saturating_sub(b.count), sum: v.sum.wrapping_sub(b.sum), ..*v })
+                            (
+                                *k,
+                                RawValue {
+                                    count: v.count.saturating_sub(b.count),
+                                    sum: v.sum.wrapping_sub(b.sum),
+                                    ..*v
+                                },
+                            )
                         })
                         .filter(|(_, v)| v.count > 0)
                         .collect();

@@ -3,14 +3,7 @@ use crate::collect::table::ProbeTable;
 use types::{AggSource, AggValue, Correlation, Filter, KernelAggregation, KernelFunction, StartEvent, Value};
 
 fn filter() -> Filter {
-    Filter {
-        syscalls: Vec::new(),
-        uids: Vec::new(),
-        comms: Vec::new(),
-        pids: Vec::new(),
-        cgroups: Vec::new(),
-        predicates: Vec::new(),
-    }
+    Filter::default()
 }
 
 fn agg(probe: &str, keys: Vec<AggSource>, function: KernelFunction, value: AggSource) -> KernelAggregation {
@@ -64,9 +57,24 @@ fn scalars(entries: &[types::AggEntry]) -> Vec<(String, i64)> {
 fn counts_by_comm_and_syscall_like_the_kernel() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);
-    let by_comm = compile(&agg("tracepoint:raw_syscalls:sys_enter", vec![AggSource::Comm], KernelFunction::Count, AggSource::Pid), 0, &source).unwrap();
-    let by_nr = compile(&agg("tracepoint:raw_syscalls:sys_enter", vec![AggSource::Syscall], KernelFunction::Count, AggSource::Pid), 1, &source).unwrap();
-    let recs = vec![sys(false, 1, 11, "cat", 0, 0), sys(false, 2, 11, "cat", 1, 0), sys(false, 3, 22, "sh", 0, 0), sys(true, 4, 22, "sh", 0, 5)];
+    let by_comm = compile(
+        &agg("tracepoint:raw_syscalls:sys_enter", vec![AggSource::Comm], KernelFunction::Count, AggSource::Pid),
+        0,
+        &source,
+    )
+    .unwrap();
+    let by_nr = compile(
+        &agg("tracepoint:raw_syscalls:sys_enter", vec![AggSource::Syscall], KernelFunction::Count, AggSource::Pid),
+        1,
+        &source,
+    )
+    .unwrap();
+    let recs = vec![
+        sys(false, 1, 11, "cat", 0, 0),
+        sys(false, 2, 11, "cat", 1, 0),
+        sys(false, 3, 22, "sh", 0, 0),
+        sys(true, 4, 22, "sh", 0, 5),
+    ];
     let mut store = run(&[by_comm, by_nr], &recs);
     let got = scalars(&store.read(0, false).unwrap());
     assert_eq!(got, vec![("cat".to_string(), 2), ("sh".to_string(), 1)]);
@@ -79,13 +87,11 @@ fn counts_by_comm_and_syscall_like_the_kernel() {
 fn sums_filtered_by_syscall_and_comparison() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);
-    let mut wire = agg("syscall:write:entry", vec![AggSource::Pid], KernelFunction::Sum, AggSource::Field("arg2".into()));
+    let mut wire =
+        agg("syscall:write:entry", vec![AggSource::Pid], KernelFunction::Sum, AggSource::Field("arg2".into()));
     wire.filter.predicates.push(types::Predicate { field: "arg2".into(), op: types::CmpOp::Gt, value: 100 });
     let spec = compile(&wire, 0, &source).unwrap();
-    let recs = vec![
-        sys(false, 1, 11, "w", 1, 0),
-        sys(false, 2, 11, "w", 0, 0),
-    ];
+    let recs = vec![sys(false, 1, 11, "w", 1, 0), sys(false, 2, 11, "w", 0, 0)];
     // arg2 sits in args[2]: patch the records' third argument.
     let mut recs = recs;
     recs[0][80..88].copy_from_slice(&4096u64.to_le_bytes());
@@ -101,7 +107,12 @@ fn sums_filtered_by_syscall_and_comparison() {
 fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);
-    let mut wire = agg("tracepoint:raw_syscalls:sys_exit", vec![AggSource::Syscall], KernelFunction::Log2Histogram, AggSource::Latency);
+    let mut wire = agg(
+        "tracepoint:raw_syscalls:sys_exit",
+        vec![AggSource::Syscall],
+        KernelFunction::Log2Histogram,
+        AggSource::Latency,
+    );
     wire.start = Some(StartEvent {
         probe: "tracepoint:raw_syscalls:sys_enter".into(),
         filter: filter(),
@@ -113,17 +124,18 @@ fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
     let recs = vec![
         sys(false, 1_000, 11, "a", 0, 0),
         sys(false, 1_100, 22, "b", 0, 0),
-        sys(true, 2_000, 11, "a", 0, 0),  // 1000 ns: [512, 1024)
-        sys(true, 1_105, 22, "b", 0, 0),  // 5 ns: [4, 8)
-        sys(true, 9_000, 33, "c", 0, 0),  // no start: ignored
-        sys(true, 9_500, 11, "a", 0, 0),  // its start was used up
+        sys(true, 2_000, 11, "a", 0, 0), // 1000 ns: [512, 1024)
+        sys(true, 1_105, 22, "b", 0, 0), // 5 ns: [4, 8)
+        sys(true, 9_000, 33, "c", 0, 0), // no start: ignored
+        sys(true, 9_500, 11, "a", 0, 0), // its start was used up
     ];
     let mut store = run(&[spec], &recs);
     let entries = store.read(0, false).unwrap();
     assert_eq!(entries.len(), 1);
     let AggValue::Histogram(h) = &entries[0].value else { panic!() };
     assert_eq!(h.sum, 1005);
-    let used: Vec<(i64, i64, u64)> = h.buckets.iter().filter(|b| b.count > 0).map(|b| (b.low, b.high, b.count)).collect();
+    let used: Vec<(i64, i64, u64)> =
+        h.buckets.iter().filter(|b| b.count > 0).map(|b| (b.low, b.high, b.count)).collect();
     assert_eq!(used, vec![(4, 8, 1), (512, 1024, 1)]);
     // Every bucket between the two is there, empty.
     assert_eq!(h.buckets.len(), 8);
@@ -135,7 +147,17 @@ fn linear_histogram_buckets_match_lquantize() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);
     let lin = types::LinearBuckets { min: 0, max: 100, step: 10 };
-    let spec = compile(&agg("tracepoint:raw_syscalls:sys_exit", vec![], KernelFunction::LinearHistogram(lin), AggSource::Field("ret".into())), 0, &source).unwrap();
+    let spec = compile(
+        &agg(
+            "tracepoint:raw_syscalls:sys_exit",
+            vec![],
+            KernelFunction::LinearHistogram(lin),
+            AggSource::Field("ret".into()),
+        ),
+        0,
+        &source,
+    )
+    .unwrap();
     let recs: Vec<Vec<u8>> = [-1i64, 0, 9, 10, 55, 99, 100, 5000].iter().map(|r| sys(true, 1, 1, "x", 0, *r)).collect();
     let mut store = run(&[spec], &recs);
     let entries = store.read(0, false).unwrap();
@@ -155,12 +177,29 @@ fn bad_declarations_name_the_problem() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);
     let err = |w: KernelAggregation| compile(&w, 0, &source).unwrap_err();
-    assert!(err(agg("proc:exec", vec![], KernelFunction::Count, AggSource::Pid)).contains("syscall probes and tracefs tracepoints"));
-    assert!(err(agg("syscall:read:exit", vec![], KernelFunction::Sum, AggSource::Field("count".into()))).contains("`ret`"));
-    assert!(err(agg("syscall:read:entry", vec![], KernelFunction::Sum, AggSource::Latency)).contains("needs a start event"));
-    assert!(err(agg("syscall:read:entry", vec![AggSource::Comm, AggSource::Comm], KernelFunction::Count, AggSource::Pid)).contains("one `comm`"));
+    assert!(err(agg("proc:exec", vec![], KernelFunction::Count, AggSource::Pid))
+        .contains("syscall probes and tracefs tracepoints"));
+    assert!(
+        err(agg("syscall:read:exit", vec![], KernelFunction::Sum, AggSource::Field("count".into()))).contains("`ret`")
+    );
+    assert!(
+        err(agg("syscall:read:entry", vec![], KernelFunction::Sum, AggSource::Latency)).contains("needs a start event")
+    );
+    assert!(err(agg(
+        "syscall:read:entry",
+        vec![AggSource::Comm, AggSource::Comm],
+        KernelFunction::Count,
+        AggSource::Pid
+    ))
+    .contains("one `comm`"));
     let lin = types::LinearBuckets { min: 10, max: 0, step: 1 };
-    assert!(err(agg("syscall:read:exit", vec![], KernelFunction::LinearHistogram(lin), AggSource::Field("ret".into()))).contains("linear histogram"));
+    assert!(err(agg(
+        "syscall:read:exit",
+        vec![],
+        KernelFunction::LinearHistogram(lin),
+        AggSource::Field("ret".into())
+    ))
+    .contains("linear histogram"));
 }
 
 #[test]
@@ -191,7 +230,14 @@ fn sites_number_syscalls_first_and_cap_actions() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);
     let specs: Vec<Spec> = (0..9)
-        .map(|i| compile(&agg("tracepoint:raw_syscalls:sys_enter", vec![], KernelFunction::Count, AggSource::Pid), i, &source).unwrap())
+        .map(|i| {
+            compile(
+                &agg("tracepoint:raw_syscalls:sys_enter", vec![], KernelFunction::Count, AggSource::Pid),
+                i,
+                &source,
+            )
+            .unwrap()
+        })
         .collect();
     let sites = super::sites(&specs[..2]).unwrap();
     assert_eq!((sites.len(), sites[0].site, sites[0].actions.len()), (1, 0, 2));

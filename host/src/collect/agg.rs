@@ -27,7 +27,10 @@ pub enum SiteAttach {
     SysEnter,
     SysExit,
     /// A tracefs tracepoint, attached with the site number as its cookie.
-    Tracepoint { id: u32, name: String },
+    Tracepoint {
+        id: u32,
+        name: String,
+    },
 }
 
 /// One probe site and the actions it runs, encoded for `AGG_SITES`.

@@ -127,9 +127,11 @@ impl Live {
                 map: "AGG_VALUES",
                 reason: "missing".into(),
             })?;
-            values = Some(
-                KernelValues::new(map).map_err(|reason| CollectError::Map { collector: c, map: "AGG_VALUES", reason })?,
-            );
+            values = Some(KernelValues::new(map).map_err(|reason| CollectError::Map {
+                collector: c,
+                map: "AGG_VALUES",
+                reason,
+            })?);
             objects.push((c, obj));
         }
         for c in collectors {
@@ -203,7 +205,8 @@ impl Live {
         for (_, obj) in &self.objects {
             let Some(map) = obj.map("COUNTERS") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
-            let row = |kind: u32, s: u32| -> u64 { arr.get(&(kind * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
+            let row =
+                |kind: u32, s: u32| -> u64 { arr.get(&(kind * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
             let agg = KindCounters { filtered: row(AGG_KIND, 0), emitted: row(AGG_KIND, 1), dropped: row(AGG_KIND, 2) };
             if agg != KindCounters::default() {
                 out.aggregated = Some(agg);
@@ -574,7 +577,8 @@ fn attach_aggs(
                 if fd.is_none() {
                     let p: &mut TracePoint = program(obj, "wt_agg_tracepoint", what)?;
                     p.load().map_err(|e| attach_error(what, verifier_error(&e)))?;
-                    let owned = p.fd().map_err(|e| attach_error(what, e))?.try_clone().map_err(|e| attach_error(what, e))?;
+                    let owned =
+                        p.fd().map_err(|e| attach_error(what, e))?.try_clone().map_err(|e| attach_error(what, e))?;
                     fd = Some(owned);
                 }
                 let Some(fd) = fd.as_ref() else { continue };

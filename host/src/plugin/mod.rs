@@ -421,55 +421,55 @@ fn parse_subs(plugin: &str, plan: &Plan, warnings: &mut Vec<String>) -> Result<V
 
 /// Parse one subscription; `None` spec for an optional probe that does not parse.
 fn parse_sub(plugin: &str, s: &types::Subscription, warnings: &mut Vec<String>) -> Result<Sub, PluginError> {
-        let spec = match probes::parse(&s.probe) {
-            Ok(spec) => Some(spec),
-            Err(e) if s.optional => {
-                warnings.push(format!("optional probe skipped: {e}"));
-                None
-            }
-            Err(error) => return Err(PluginError::Probe { plugin: plugin.into(), error }),
-        };
-        let mut syscalls: BTreeSet<u32> = s.filter.syscalls.iter().copied().collect();
-        if let Some(ProbeSpec::Syscall { nr: Some(nr), .. }) = &spec {
-            syscalls.insert(*nr);
+    let spec = match probes::parse(&s.probe) {
+        Ok(spec) => Some(spec),
+        Err(e) if s.optional => {
+            warnings.push(format!("optional probe skipped: {e}"));
+            None
         }
-        if !syscalls.is_empty() && !matches!(spec, Some(ProbeSpec::Syscall { .. })) {
-            return Err(PluginError::BadPlan {
-                plugin: plugin.into(),
-                reason: format!("a syscall filter on `{}`, which is not a syscall probe", s.probe),
-            });
-        }
-        let f = &s.filter;
-        if f.uids.len() > 256 || f.comms.len() > 256 || f.pids.len() > 16384 || f.cgroups.len() > 64 {
-            return Err(PluginError::BadPlan {
-                plugin: plugin.into(),
-                reason: format!(
-                    "filter of `{}` is too large (at most 256 uids and comms, 16384 pids, 64 cgroups)",
-                    s.probe
-                ),
-            });
-        }
-        let comms: Vec<[u8; 16]> = f.comms.iter().map(|c| crate::collect::live::comm_key(c)).collect();
-        let mut stacks = 0;
-        if s.stacks.contains(types::StackMode::KERNEL) {
-            stacks |= table::STACK_KERNEL;
-        }
-        if s.stacks.contains(types::StackMode::USER) {
-            stacks |= table::STACK_USER;
-        }
-        Ok(Sub {
-            spec,
-            matcher: Matcher::Nothing,
-            syscalls: (!syscalls.is_empty()).then_some(syscalls),
-            uids: (!f.uids.is_empty()).then(|| f.uids.iter().copied().collect()),
-            comms: (!comms.is_empty()).then_some(comms),
-            pids: (!f.pids.is_empty()).then(|| f.pids.iter().copied().collect()),
-            cgroups: None,
-            preds: Vec::new(),
-            pred_base: 0,
-            stacks,
-            schema: None,
-        })
+        Err(error) => return Err(PluginError::Probe { plugin: plugin.into(), error }),
+    };
+    let mut syscalls: BTreeSet<u32> = s.filter.syscalls.iter().copied().collect();
+    if let Some(ProbeSpec::Syscall { nr: Some(nr), .. }) = &spec {
+        syscalls.insert(*nr);
+    }
+    if !syscalls.is_empty() && !matches!(spec, Some(ProbeSpec::Syscall { .. })) {
+        return Err(PluginError::BadPlan {
+            plugin: plugin.into(),
+            reason: format!("a syscall filter on `{}`, which is not a syscall probe", s.probe),
+        });
+    }
+    let f = &s.filter;
+    if f.uids.len() > 256 || f.comms.len() > 256 || f.pids.len() > 16384 || f.cgroups.len() > 64 {
+        return Err(PluginError::BadPlan {
+            plugin: plugin.into(),
+            reason: format!(
+                "filter of `{}` is too large (at most 256 uids and comms, 16384 pids, 64 cgroups)",
+                s.probe
+            ),
+        });
+    }
+    let comms: Vec<[u8; 16]> = f.comms.iter().map(|c| crate::collect::live::comm_key(c)).collect();
+    let mut stacks = 0;
+    if s.stacks.contains(types::StackMode::KERNEL) {
+        stacks |= table::STACK_KERNEL;
+    }
+    if s.stacks.contains(types::StackMode::USER) {
+        stacks |= table::STACK_USER;
+    }
+    Ok(Sub {
+        spec,
+        matcher: Matcher::Nothing,
+        syscalls: (!syscalls.is_empty()).then_some(syscalls),
+        uids: (!f.uids.is_empty()).then(|| f.uids.iter().copied().collect()),
+        comms: (!comms.is_empty()).then_some(comms),
+        pids: (!f.pids.is_empty()).then(|| f.pids.iter().copied().collect()),
+        cgroups: None,
+        preds: Vec::new(),
+        pred_base: 0,
+        stacks,
+        schema: None,
+    })
 }
 
 /// All plugins of one run.
@@ -527,14 +527,7 @@ impl PluginSet {
                 for probe in probes {
                     let wire = types::Subscription {
                         probe,
-                        filter: types::Filter {
-                            syscalls: Vec::new(),
-                            uids: Vec::new(),
-                            comms: Vec::new(),
-                            pids: Vec::new(),
-                            cgroups: Vec::new(),
-                            predicates: Vec::new(),
-                        },
+                        filter: types::Filter::default(),
                         stacks: types::StackMode::empty(),
                         optional: false,
                     };
@@ -639,7 +632,8 @@ impl PluginSet {
         }
         for name in &task.cgroups {
             if !self.cgroups.contains_key(name) {
-                let cg = cgroup::resolve(name).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
+                let cg =
+                    cgroup::resolve(name).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
                 self.cgroups.insert(name.clone(), cg);
             }
         }

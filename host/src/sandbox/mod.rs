@@ -34,6 +34,20 @@ pub trait Symbols: Send {
     fn frames(&mut self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<types::Frame>;
 }
 
+impl Default for types::Filter {
+    /// A filter that constrains nothing.
+    fn default() -> Self {
+        types::Filter {
+            syscalls: Vec::new(),
+            uids: Vec::new(),
+            comms: Vec::new(),
+            pids: Vec::new(),
+            cgroups: Vec::new(),
+            predicates: Vec::new(),
+        }
+    }
+}
+
 /// What answers a plugin's `read-aggregation` calls: the kernel collector's maps, or
 /// the host's evaluation of a recording.
 pub trait Aggregates: Send {

@@ -80,7 +80,9 @@ mod tests {
 
     #[test]
     fn parameters_are_checked() {
-        let start = |hz: &str, stacks: &str| Profile::start(&Params::from_pairs(&[("hz", hz), ("top", "0"), ("stacks", stacks)]));
+        let start = |hz: &str, stacks: &str| {
+            Profile::start(&Params::from_pairs(&[("hz", hz), ("top", "0"), ("stacks", stacks)]))
+        };
         let (_, plan) = start("99", "user").unwrap();
         assert_eq!(plan.subscriptions[0].probe, "profile:hz:99");
         assert_eq!(plan.subscriptions[0].stacks, StackMode::USER);

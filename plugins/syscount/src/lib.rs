@@ -203,17 +203,9 @@ fn syscall_named(mut e: AggEntry) -> AggEntry {
     e
 }
 
-/// `"openat, read"` → their x86_64 numbers; decimal numbers pass through.
+/// The `syscall` parameter as syscall numbers.
 fn parse_syscalls(list: &str) -> Result<Vec<u32>, String> {
-    let names = list.split(',').map(str::trim).filter(|s| !s.is_empty());
-    names
-        .map(|name| {
-            Syscall::from_name(name)
-                .map(|s| s.nr() as u32)
-                .or_else(|| name.parse().ok())
-                .ok_or_else(|| format!("syscall: no x86_64 syscall named '{name}'"))
-        })
-        .collect()
+    Syscall::parse_list(list).map_err(|e| format!("syscall: {e}"))
 }
 
 /// The timer period for `interval`, in whole milliseconds; `None` for 0 (off).

@@ -6,12 +6,12 @@
 //! hist(nsecs - @start[tid])`. By default the histogram is computed in the kernel:
 //! no event leaves it. See README.md.
 
+use wasmtap_sdk::Filter;
 use wasmtap_sdk::{
     export_plugin, read_aggregation, Agg, AggEntry, AggKind, AggOrder, AggSource, Aggregation, Correlation, Event,
     FxHashMap, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription,
     Syscall, Value,
 };
-use wasmtap_sdk::Filter;
 
 const ENTER: &str = "tracepoint:raw_syscalls:sys_enter";
 const EXIT: &str = "tracepoint:raw_syscalls:sys_exit";
@@ -172,17 +172,9 @@ fn by_syscall_name(name: &str, title: &str, entries: Vec<AggEntry>) -> Aggregati
     }
 }
 
-/// `"read, write"` → their x86_64 numbers; decimal numbers pass through.
+/// The `syscall` parameter as syscall numbers.
 fn parse_syscalls(list: &str) -> Result<Vec<u32>, String> {
-    let names = list.split(',').map(str::trim).filter(|s| !s.is_empty());
-    names
-        .map(|name| {
-            Syscall::from_name(name)
-                .map(|s| s.nr() as u32)
-                .or_else(|| name.parse().ok())
-                .ok_or_else(|| format!("syscall: no x86_64 syscall named '{name}'"))
-        })
-        .collect()
+    Syscall::parse_list(list).map_err(|e| format!("syscall: {e}"))
 }
 
 export_plugin!(Syslatency);
