@@ -112,14 +112,16 @@ pub fn run_live(
         }
     }
     plugins.finish(out, &clock);
-    let kernel = live.counters();
+    let mut kernel = live.counters();
     if let Some(w) = opts.record.take() {
         let symbols = match (&opts.symbols, &addresses) {
             (Some(sym), Some(a)) => sym.table(a),
             _ => Vec::new(),
         };
+        // The kernel's counters only: a replay counts its own aggregation losses.
         w.finish(&recording::Trailer { ended_mono_ns: clock.mono_ns(), counters: kernel.clone(), symbols })?;
     }
+    add_host_agg_lost(&mut kernel, plugins);
     Ok(Accounting { kernel, plugins: plugins.stats(), command_status })
 }
 
@@ -147,5 +149,16 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
     let clock = Clock { fixed_mono_ns: Some(end), ..base };
     plugins.tick(end, out, &clock);
     plugins.finish(out, &clock);
+    let mut kernel = kernel;
+    add_host_agg_lost(&mut kernel, plugins);
     Ok(Accounting { kernel, plugins: plugins.stats(), command_status: None })
+}
+
+/// Events that kernel aggregations computed in the host (recording, replay) could not
+/// keep because their map was full, reported like the kernel's own.
+fn add_host_agg_lost(kernel: &mut KernelCounters, plugins: &PluginSet) {
+    let lost = plugins.agg_lost();
+    if lost > 0 {
+        kernel.aggregated.get_or_insert_with(Default::default).dropped += lost;
+    }
 }

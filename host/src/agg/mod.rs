@@ -86,10 +86,6 @@ impl Func {
         }
     }
 
-    fn is_histogram(&self) -> bool {
-        matches!(self, Func::Log2 | Func::Linear { .. })
-    }
-
     /// The bucket of `v` (histograms), as the kernel computes it.
     fn bucket(&self, v: i64) -> i32 {
         match *self {
@@ -725,11 +721,6 @@ impl crate::sandbox::Aggregates for PluginAggs {
             .ok_or_else(|| format!("no kernel aggregation {id} (the plan declared {})", self.ids.len()))?;
         self.store.lock().unwrap_or_else(|e| e.into_inner()).read(global, reset)
     }
-}
-
-/// Is `spec`'s function a histogram?
-pub fn is_histogram(spec: &Spec) -> bool {
-    spec.func.is_histogram()
 }
 
 #[cfg(test)]

@@ -243,3 +243,21 @@ fn sites_number_syscalls_first_and_cap_actions() {
     assert_eq!((sites.len(), sites[0].site, sites[0].actions.len()), (1, 0, 2));
     assert!(super::sites(&specs).unwrap_err().contains("more than 8"));
 }
+
+#[test]
+fn a_full_map_counts_what_it_cannot_keep() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let wire = agg(
+        "tracepoint:raw_syscalls:sys_exit",
+        vec![AggSource::Field("ret".into())],
+        KernelFunction::Count,
+        AggSource::Pid,
+    );
+    let spec = compile(&wire, 0, &source).unwrap();
+    let extra = 10;
+    let recs: Vec<Vec<u8>> = (0..VALUES_MAX as i64 + extra).map(|r| sys(true, 1, 1, "x", 0, r)).collect();
+    let mut store = run(&[spec], &recs);
+    assert_eq!(store.host_lost(), extra as u64);
+    assert_eq!(store.read(0, false).unwrap().len(), VALUES_MAX as usize);
+}
