@@ -461,6 +461,16 @@ impl Syscall {
             .collect()
     }
 
+    /// A kernel aggregation's entry keyed first by syscall number
+    /// ([`AggSource::Syscall`](crate::AggSource::Syscall)), keyed by the syscall's name
+    /// instead (the number as text if the table has no name for it).
+    pub fn named_entry(mut entry: crate::AggEntry) -> crate::AggEntry {
+        if let Some(crate::Value::Int(nr)) = entry.key.first() {
+            entry.key[0] = crate::Value::Text(Syscall(*nr).to_string());
+        }
+        entry
+    }
+
     /// The syscall called `name` (x86_64 table), if any.
     pub fn from_name(name: &str) -> Option<Syscall> {
         wasmtap_abi::syscall_number(name).map(|nr| Syscall(i64::from(nr)))

@@ -76,6 +76,28 @@ pub struct TraceArgs {
     duration: Option<Duration>,
 }
 
+/// How results are written (`run`, `replay`).
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub(super) format: Format,
+    /// Also draw the stack-keyed aggregations as an SVG flame graph into FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(super) flamegraph: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// The sink these options describe, on stdout and stderr.
+    fn open(&self) -> crate::output::Output {
+        let mut out = crate::output::Output::stdio(self.format);
+        if let Some(path) = &self.flamegraph {
+            out.set_flamegraph(path.clone());
+        }
+        out
+    }
+}
+
 #[derive(Args, Debug)]
 #[command(disable_help_flag = true)]
 pub struct RunArgs {
@@ -84,12 +106,8 @@ pub struct RunArgs {
     plugins: Vec<String>,
     #[command(flatten)]
     trace: TraceArgs,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    format: Format,
-    /// Also draw the stack-keyed aggregations as an SVG flame graph into FILE.
-    #[arg(long, value_name = "FILE")]
-    flamegraph: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
     #[command(flatten)]
     common: PluginArgs,
 }
@@ -116,11 +134,8 @@ pub struct ReplayArgs {
     file: Option<PathBuf>,
     #[arg(value_name = "PLUGIN")]
     plugins: Vec<String>,
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    format: Format,
-    /// Also draw the stack-keyed aggregations as an SVG flame graph into FILE.
-    #[arg(long, value_name = "FILE")]
-    flamegraph: Option<PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
     #[command(flatten)]
     common: PluginArgs,
 }

@@ -6,7 +6,6 @@ use super::{Outcome, ReplayArgs};
 use crate::collect::probes::{self, ProbeSpec};
 use crate::collect::recording::Reader;
 use crate::collect::table::Source;
-use crate::output::Output;
 use crate::pipeline;
 use crate::sandbox::Sandbox;
 
@@ -39,10 +38,7 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         sandbox.set_symbols(Box::new(crate::plugin::symbols::Table::new(&trailer.symbols)));
     }
     plugins.resolve(&Source::Recorded(&table))?;
-    let mut out = Output::stdio(args.format);
-    if let Some(path) = &args.flamegraph {
-        out.set_flamegraph(path.clone());
-    }
+    let mut out = args.output.open();
     for w in plugins.warnings() {
         out.diag(&w);
     }

@@ -5,30 +5,30 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 
-use super::{Outcome, PluginArgs, RecordArgs, RunArgs, TraceArgs};
+use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
 use crate::collect::live::{KernelFilter, Live, LiveConfig};
 use crate::collect::recording::{Header, Writer};
 use crate::collect::table::Source;
-use crate::output::{Format, Output};
+use crate::output::Format;
 use crate::pipeline::{self, LiveOptions};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::sandbox::{Clock, Sandbox};
 use crate::sys::GatedChild;
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
-    trace(&args.plugins, &args.trace, &args.common, args.format, args.flamegraph.as_deref(), None)
+    trace(&args.plugins, &args.trace, &args.common, &args.output, None)
 }
 
 pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
-    trace(&args.plugins, &args.trace, &args.common, Format::Text, None, args.file.as_deref())
+    let text = OutputArgs { format: Format::Text, flamegraph: None };
+    trace(&args.plugins, &args.trace, &args.common, &text, args.file.as_deref())
 }
 
 fn trace(
     plugin_args: &[String],
     trace: &TraceArgs,
     common: &PluginArgs,
-    format: Format,
-    flamegraph: Option<&std::path::Path>,
+    output: &OutputArgs,
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
     let sandbox = Sandbox::new(common.limits())?;
@@ -80,10 +80,7 @@ fn trace(
         Some(path) => Some(Writer::create(path, &recording_header(&plugins))?),
         None => None,
     };
-    let mut out = Output::stdio(format);
-    if let Some(path) = flamegraph {
-        out.set_flamegraph(path.to_path_buf());
-    }
+    let mut out = output.open();
     for w in plugins.warnings() {
         out.diag(&w);
     }

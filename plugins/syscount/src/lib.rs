@@ -4,9 +4,8 @@
 //! `syscall:::entry { @[execname] = count(); }`. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, from_entries, read_aggregation, AggEntry, AggKind, AggOrder, Aggregation, Comm, Counts, Event,
-    Filter, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription, Syscall,
-    Value,
+    export_plugin, from_entries, read_aggregation, AggKind, AggOrder, Aggregation, Comm, Counts, Event, Filter,
+    KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription, Syscall,
 };
 
 const PROBE: &str = "tracepoint:raw_syscalls:sys_enter";
@@ -167,7 +166,7 @@ impl Syscount {
         let mut aggs = Vec::new();
         if self.mode != Mode::Stream {
             if let Some(id) = self.kernel_ids.0 {
-                let by_name = read_aggregation(id, reset).into_iter().map(syscall_named).collect();
+                let by_name = read_aggregation(id, reset).into_iter().map(Syscall::named_entry).collect();
                 aggs.push(from_entries("syscall", &syscalls, &["syscall"], AggKind::Count, order, self.top, by_name));
             }
             if let Some(id) = self.kernel_ids.1 {
@@ -195,14 +194,6 @@ impl Syscount {
     }
 }
 
-/// A kernel entry keyed by syscall number, keyed by the syscall's name instead.
-fn syscall_named(mut e: AggEntry) -> AggEntry {
-    if let Some(Value::Int(nr)) = e.key.first() {
-        e.key = vec![Value::Text(Syscall(*nr).to_string())];
-    }
-    e
-}
-
 /// The `syscall` parameter as syscall numbers.
 fn parse_syscalls(list: &str) -> Result<Vec<u32>, String> {
     Syscall::parse_list(list).map_err(|e| format!("syscall: {e}"))
@@ -222,7 +213,7 @@ export_plugin!(Syscount);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmtap_sdk::AggValue;
+    use wasmtap_sdk::{AggEntry, AggValue, Value};
 
     #[test]
     fn syscall_names_become_numbers() {

@@ -8,9 +8,9 @@
 
 use wasmtap_sdk::Filter;
 use wasmtap_sdk::{
-    export_plugin, read_aggregation, Agg, AggEntry, AggKind, AggOrder, AggSource, Aggregation, Correlation, Event,
-    FxHashMap, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription,
-    Syscall, Value,
+    export_plugin, from_entries, read_aggregation, Agg, AggEntry, AggKind, AggOrder, AggSource, Aggregation,
+    Correlation, Event, FxHashMap, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
+    Subscription, Syscall,
 };
 
 const ENTER: &str = "tracepoint:raw_syscalls:sys_enter";
@@ -103,10 +103,8 @@ impl Plugin for Syslatency {
 
     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
         match ev {
-            Event::SysEnter(_) => {
-                if self.starts.len() < STARTS_MAX || self.starts.contains_key(&ev.tid()) {
-                    self.starts.insert(ev.tid(), ev.ts_ns());
-                }
+            Event::SysEnter(_) if self.starts.len() < STARTS_MAX || self.starts.contains_key(&ev.tid()) => {
+                self.starts.insert(ev.tid(), ev.ts_ns());
             }
             Event::SysExit(sys) => {
                 if let Some(t0) = self.starts.remove(&ev.tid()) {
@@ -152,24 +150,8 @@ impl Syslatency {
 
 /// A kernel snapshot keyed by syscall number, keyed by name instead.
 fn by_syscall_name(name: &str, title: &str, entries: Vec<AggEntry>) -> Aggregation {
-    let entries = entries
-        .into_iter()
-        .map(|mut e| {
-            if let Some(Value::Int(nr)) = e.key.first() {
-                e.key = vec![Value::Text(Syscall(*nr).to_string())];
-            }
-            e
-        })
-        .collect();
-    Aggregation {
-        name: name.to_string(),
-        title: title.to_string(),
-        key_names: vec!["syscall".to_string()],
-        kind: AggKind::Quantize,
-        order: AggOrder::ValueAscending,
-        top: 0,
-        entries,
-    }
+    let entries = entries.into_iter().map(Syscall::named_entry).collect();
+    from_entries(name, title, &["syscall"], AggKind::Quantize, AggOrder::ValueAscending, 0, entries)
 }
 
 /// The `syscall` parameter as syscall numbers.
@@ -182,6 +164,7 @@ export_plugin!(Syslatency);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasmtap_sdk::Value;
 
     #[test]
     fn modes_choose_kernel_aggregation_or_streams() {
