@@ -282,6 +282,10 @@ pub trait Plugin: Sized + 'static {
     /// when the batch is done.
     fn on_event(&mut self, ev: &Event<'_>, out: &mut Output);
 
+    /// The batch whose events [`on_event`](Plugin::on_event) just saw is done: a place
+    /// for per-batch work (flushing a buffer, checking a budget of one's own).
+    fn on_batch_end(&mut self, _out: &mut Output) {}
+
     /// A timer or lifecycle probe of the plan fired: subscription `sub` (its index in
     /// the plan) is an `interval:ms:N` / `interval:s:N` timer, `begin` (every probe is
     /// attached) or `end` (just before [`finish`](Plugin::finish)); `now_ns` is

@@ -76,6 +76,7 @@ impl<P: Plugin> Slot<P> {
                     plugin.on_event(&ev, &mut out);
                 }
             }
+            plugin.on_batch_end(&mut out);
         }
         out.flush(sink);
         if used < batch.len() {

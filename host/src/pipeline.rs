@@ -25,6 +25,22 @@ pub struct Accounting {
     pub plugins: Vec<PluginStats>,
     /// Exit status of the `-c` command (wait(2) status), if there was one.
     pub command_status: Option<i32>,
+    /// What the host process itself used.
+    pub host: HostUsage,
+}
+
+/// The host process's memory at the end of a run.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HostUsage {
+    pub rss_bytes: u64,
+    pub peak_rss_bytes: u64,
+}
+
+impl HostUsage {
+    pub fn now() -> HostUsage {
+        let (rss_bytes, peak_rss_bytes) = crate::sys::rss_bytes();
+        HostUsage { rss_bytes, peak_rss_bytes }
+    }
 }
 
 impl Accounting {
@@ -122,7 +138,7 @@ pub fn run_live(
         w.finish(&recording::Trailer { ended_mono_ns: clock.mono_ns(), counters: kernel.clone(), symbols })?;
     }
     add_host_agg_lost(&mut kernel, plugins);
-    Ok(Accounting { kernel, plugins: plugins.stats(), command_status })
+    Ok(Accounting { kernel, plugins: plugins.stats(), command_status, host: HostUsage::now() })
 }
 
 /// Run plugins over a recording. Time is the recording's: ticks fire at recorded
@@ -151,7 +167,7 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
     plugins.finish(out, &clock);
     let mut kernel = kernel;
     add_host_agg_lost(&mut kernel, plugins);
-    Ok(Accounting { kernel, plugins: plugins.stats(), command_status: None })
+    Ok(Accounting { kernel, plugins: plugins.stats(), command_status: None, host: HostUsage::now() })
 }
 
 /// Events that kernel aggregations computed in the host (recording, replay) could not

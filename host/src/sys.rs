@@ -24,6 +24,25 @@ pub fn wall_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// CPU time the calling thread has used, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// This process's resident set size now and at its peak, in bytes (`VmRSS`, `VmHWM`).
+pub fn rss_bytes() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kib| kib.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 /// Effective uid of this process.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -707,6 +707,7 @@ pub fn entries(spec: &Spec, raw: Vec<(RawKey, RawValue)>) -> Vec<types::AggEntry
 }
 
 /// One plugin's view of the store: its own aggregation ids.
+#[derive(Clone)]
 pub struct PluginAggs {
     pub store: SharedStore,
     /// Global ids, by the plugin's index.

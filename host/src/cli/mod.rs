@@ -1,6 +1,7 @@
 //! Command-line interface: raw arguments (`*Args`) become a validated run in the
 //! command modules, one per subcommand.
 
+mod limits;
 mod list;
 mod replay;
 mod run;
@@ -48,18 +49,14 @@ pub struct PluginArgs {
     /// A plugin parameter; `PLUGIN.NAME=VALUE` when several plugins run.
     #[arg(long = "param", value_name = "[PLUGIN.]NAME=VALUE")]
     params: Vec<RawParam>,
-    /// Print per-probe and per-plugin event accounting at the end.
+    /// Print per-probe and per-plugin event accounting, with each plugin's limits, at the end.
     #[arg(long)]
     stats: bool,
-    /// Linear-memory cap per plugin, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    memory_mib: u64,
-    /// Longest one call into a plugin may run, e.g. 250ms.
-    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = parse_duration)]
-    deadline: Duration,
     /// Show this help, and the parameters of the plugins named.
     #[arg(short = 'h', long)]
     help: bool,
+    #[command(flatten)]
+    limits: limits::LimitArgs,
 }
 
 /// Options that choose what live events to trace.
@@ -158,10 +155,4 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::plugin::params::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration (try 500ms, 5s, 1m)"))
-}
-
-impl PluginArgs {
-    fn limits(&self) -> crate::sandbox::Limits {
-        crate::sandbox::Limits { memory_bytes: (self.memory_mib as usize) << 20, deadline: self.deadline }
-    }
 }

@@ -10,12 +10,12 @@ use crate::pipeline;
 use crate::sandbox::Sandbox;
 
 pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
-    let sandbox = Sandbox::new(args.common.limits())?;
+    let sandbox = Sandbox::new()?;
     let reader = match &args.file {
         Some(f) => Some(Reader::open(f)?),
         None => None,
     };
-    let Some(mut plugins) = super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay")? else {
+    let Some(mut plugins) = super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay", false)? else {
         return Ok(Outcome::Clean);
     };
     let Some(reader) = reader else { bail!("wasmtap replay: name the recording to read") };

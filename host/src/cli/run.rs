@@ -31,9 +31,9 @@ fn trace(
     output: &OutputArgs,
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
-    let sandbox = Sandbox::new(common.limits())?;
+    let sandbox = Sandbox::new()?;
     let Some(mut plugins) =
-        start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" })?
+        start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" }, true)?
     else {
         return Ok(Outcome::Clean);
     };
@@ -118,19 +118,22 @@ fn recording_header(plugins: &PluginSet) -> Header {
     }
 }
 
-/// Load, describe and start the plugins; `None` when only help was asked for.
+/// Load, describe and start the plugins, each within its limits (budgets enforced
+/// when `live`); `None` when only help was asked for.
 pub(super) fn start_plugins(
     sandbox: &Sandbox,
     plugin_args: &[String],
     common: &PluginArgs,
     verb: &str,
+    live: bool,
 ) -> anyhow::Result<Option<PluginSet>> {
     if plugin_args.is_empty() && !common.help {
         bail!("wasmtap {verb}: name at least one plugin (vetted: {})", plugin::resolve::available().join(", "));
     }
+    let limits = common.limits.parse()?;
     let mut described = Vec::new();
     for arg in plugin_args {
-        described.push(plugin::describe(sandbox, arg, Clock::live())?);
+        described.push(plugin::describe(sandbox, arg, Clock::live(), &limits.defaults())?);
     }
     if common.help {
         print_help(verb, &described);
@@ -138,10 +141,14 @@ pub(super) fn start_plugins(
     }
     let specs: Vec<_> = described.iter().map(|d| (d.info.name.clone(), d.info.params.clone())).collect();
     params::check_unclaimed(&common.params, &specs)?;
+    let names: Vec<String> = specs.iter().map(|(n, _)| n.clone()).collect();
+    limits.check_names(&names)?;
     let mut runners = Vec::new();
     for d in described {
         let ps = params::resolve(&d.info.name, &d.info.params, &common.params)?;
-        runners.push(Runner::start(d, &ps)?);
+        let own = limits.of(&d.info.name);
+        let d = if limits.overrides(&d.info.name) { d.with_limits(&own)? } else { d };
+        runners.push(Runner::start(d, &ps, own, live)?);
     }
     Ok(Some(PluginSet::new(runners)))
 }

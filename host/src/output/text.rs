@@ -224,16 +224,64 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
         lines.push(format!("  pipeline full: {} events dropped", report.kernel.pipeline_dropped));
     }
     for p in &report.plugins {
-        let status = match &p.disabled {
-            Some(why) => format!("  DISABLED: {why}"),
-            None => String::new(),
-        };
+        lines.push(plugin_line(p));
+        lines.push(format!("    limits: {}", limits(&p.limits)));
+        for s in p.probes.iter().filter(|s| s.filtered + s.delivered + s.dropped_budget + s.dropped_fault > 0) {
+            lines.push(format!(
+                "    {:<34} filtered {:>9}  delivered {:>10}  dropped {:>9} (budget {}, fault {})",
+                s.probe,
+                s.filtered,
+                s.delivered,
+                s.dropped_budget + s.dropped_fault,
+                s.dropped_budget,
+                s.dropped_fault
+            ));
+        }
+    }
+    if report.host.peak_rss_bytes > 0 {
         lines.push(format!(
-            "  plugin {:<12} delivered {:>10}  filtered {:>8}  dropped {:>8}  batches {:>6}{status}",
-            p.name, p.delivered, p.filtered, p.dropped, p.batches
+            "  host: resident {} MiB, peak {} MiB",
+            report.host.rss_bytes >> 20,
+            report.host.peak_rss_bytes >> 20
         ));
     }
     lines
+}
+
+/// `plugin NAME delivered … dropped … (budget …, fault …)…`, with its faults and status.
+fn plugin_line(p: &crate::plugin::PluginStats) -> String {
+    let mut line = format!(
+        "  plugin {:<12} delivered {:>10}  filtered {:>8}  dropped {:>8} (budget {}, fault {})  batches {}  cpu {} ms  longest call {} ms",
+        p.name, p.delivered, p.filtered, p.dropped, p.dropped_budget, p.dropped_fault, p.batches, p.cpu_ms, p.longest_call_ms
+    );
+    if p.output_dropped > 0 {
+        line += &format!("  output dropped {} ({} KiB)", p.output_dropped, p.output_dropped_bytes >> 10);
+    }
+    if p.faults > 0 || p.restarts > 0 {
+        line += &format!("  faults {}  restarts {}", p.faults, p.restarts);
+    }
+    if let Some(why) = &p.disabled {
+        line += &format!("  DISABLED: {why}");
+    }
+    line
+}
+
+/// `memory 64 MiB, deadline 250 ms, …`
+fn limits(l: &crate::sandbox::Limits) -> String {
+    let on_fault = match l.on_fault {
+        crate::sandbox::OnFault::Disable => "disable",
+        crate::sandbox::OnFault::Restart => "restart",
+    };
+    format!(
+        "memory {} MiB, deadline {} ms, cpu {}%, output {} KiB/s, state {} entries, instances {}, on fault {on_fault}, crash loop {}",
+        l.memory_bytes >> 20,
+        l.deadline.as_millis(),
+        l.cpu_ms_per_sec / 10,
+        l.output_bytes_per_sec >> 10,
+        l.state_entries,
+        l.instances,
+        l.crash_loop
+    )
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod symbols;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use wasmtap_abi::{header, Kind, Record};
@@ -20,7 +21,9 @@ use crate::collect::table::{self, FieldLoc, Op, Pred, ProbeTable, Source};
 use crate::collect::tracefs::{self, FieldKind};
 use crate::output::Output;
 use crate::sandbox::types::{self, Plan, PluginInfo, TableSpec};
-use crate::sandbox::{Clock, Fault, GuestItem, Instance, LoadedPlugin, Sandbox, SandboxError};
+use crate::sandbox::{
+    Clock, Fault, FaultKind, GuestItem, Instance, Limits, LoadedPlugin, OnFault, Sandbox, SandboxError,
+};
 
 /// Records per `on-batch` call.
 pub const BATCH_RECORDS: usize = 1024;
@@ -51,12 +54,12 @@ pub struct Described {
     instance: Instance,
 }
 
-/// Load a plugin and ask it what it is.
-pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock) -> Result<Described, PluginError> {
+/// Load a plugin and ask it what it is (within `limits`).
+pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock, limits: &Limits) -> Result<Described, PluginError> {
     let path = resolve::resolve(arg)?;
     let loaded = sandbox.load(&path)?;
     let fault = |fault| PluginError::Fault { path: path.display().to_string(), fault };
-    let mut instance = sandbox.instantiate(&loaded, clock).map_err(fault)?;
+    let mut instance = loaded.instantiate(clock, limits).map_err(fault)?;
     let info = instance.info().map_err(fault)?;
     let name_ok = !info.name.is_empty()
         && info.name.len() <= 64
@@ -70,24 +73,122 @@ pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock) -> Result<Described,
     Ok(Described { info, loaded, instance })
 }
 
-/// Per-plugin accounting.
+impl Described {
+    /// The same plugin in a fresh instance under other limits (a per-plugin override).
+    pub fn with_limits(self, limits: &Limits) -> Result<Described, PluginError> {
+        let fault = |fault| PluginError::Fault { path: self.loaded.path().display().to_string(), fault };
+        let instance = self.loaded.instantiate(Clock::live(), limits).map_err(fault)?;
+        Ok(Described { instance, ..self })
+    }
+}
+
+/// Per-plugin accounting. Every record of a probe the plugin subscribes to ends in
+/// exactly one of `filtered`, `delivered` or a `dropped_*` count.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PluginStats {
     pub name: String,
     /// Records handed to the plugin.
     pub delivered: u64,
-    /// Records of a subscribed kind that the plugin's own filters rejected in the host.
+    /// Records of a subscribed probe that the plugin's own filters rejected in the host.
     pub filtered: u64,
-    /// Records lost to this plugin (it was disabled).
+    /// Records lost to this plugin, for any reason (the sum of the `dropped_*` counts).
     pub dropped: u64,
+    /// Lost while it was over its CPU or output budget.
+    pub dropped_budget: u64,
+    /// Lost because it faulted: in the failing batch, while restarting, or once disabled.
+    pub dropped_fault: u64,
     pub batches: u64,
+    /// Output dropped because it was over its output budget: items and bytes.
+    pub output_dropped: u64,
+    pub output_dropped_bytes: u64,
+    /// Faults, and restarts from the compiled plugin after one.
+    pub faults: u64,
+    pub restarts: u64,
+    /// Seconds in which it went over its CPU or output budget.
+    pub budget_overruns: u64,
+    /// CPU time spent in the plugin, and its longest single call.
+    pub cpu_ms: u64,
+    pub longest_call_ms: u64,
+    /// The last fault: its callback, kind and reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_fault: Option<FaultReport>,
     /// Why the plugin was disabled, if it was.
     pub disabled: Option<String>,
     /// Problems that did not stop it (optional probes skipped).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The limits it ran under.
+    pub limits: Limits,
+    /// The same counts per subscribed probe.
+    pub probes: Vec<ProbeStats>,
 }
 
+/// A fault, as the accounting reports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultReport {
+    pub callback: &'static str,
+    pub kind: FaultKind,
+    pub reason: String,
+    pub elapsed_ms: u64,
+}
+
+/// What became of the records of one subscription.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProbeStats {
+    pub probe: String,
+    pub filtered: u64,
+    pub delivered: u64,
+    pub dropped_budget: u64,
+    pub dropped_fault: u64,
+}
+
+/// How far a plugin is through its budget for the current second.
+#[derive(Debug)]
+struct Budget {
+    /// False in replays: their output must not depend on how fast the machine is.
+    enforced: bool,
+    window: Instant,
+    cpu_ns: u64,
+    output_bytes: u64,
+    /// Over budget in this window: its events are dropped until the next.
+    over: bool,
+    /// Windows in a row that went over.
+    strikes: u32,
+}
+
+impl Budget {
+    fn new(enforced: bool) -> Budget {
+        Budget { enforced, window: Instant::now(), cpu_ns: 0, output_bytes: 0, over: false, strikes: 0 }
+    }
+
+    /// Start a new window if a second has passed.
+    fn roll(&mut self, now: Instant) {
+        if now.duration_since(self.window) < Duration::from_secs(1) {
+            return;
+        }
+        let missed = now.duration_since(self.window) >= Duration::from_secs(2);
+        if !self.over || missed {
+            self.strikes = 0;
+        }
+        self.window = now;
+        self.cpu_ns = 0;
+        self.output_bytes = 0;
+        self.over = false;
+    }
+}
+
+/// Where a plugin is in its life.
+enum Life {
+    Running {
+        since: Instant,
+        ok_calls: u64,
+    },
+    /// Faulted; restarts at `at`.
+    Restarting {
+        at: Instant,
+    },
+    Disabled,
+}
 /// A subscription compiled for matching in the host.
 struct Sub {
     /// The probe, parsed; none for an optional probe that is missing here.
@@ -130,9 +231,19 @@ impl Sub {
         }
     }
 
+    /// True when the record belongs to the subscription's probe: its record kind, and
+    /// for syscall probes one of its syscalls. Whether it passes the subscription's
+    /// filters is [`Sub::matches`].
     fn takes(&self, rec: &Record<'_>, kind: Kind) -> bool {
         match &self.matcher {
-            Matcher::Kind(k) => *k == kind,
+            Matcher::Kind(k) if *k != kind => false,
+            Matcher::Kind(_) => match &self.syscalls {
+                Some(set) => {
+                    let id = rec.i64_at(wasmtap_abi::sys_enter::ID).unwrap_or(-1);
+                    u32::try_from(id).is_ok_and(|id| set.contains(&id))
+                }
+                None => true,
+            },
             Matcher::Tracepoint(id) => {
                 kind == Kind::Tracepoint && rec.u32_at(wasmtap_abi::tracepoint::EVENT_ID) == Some(*id)
             }
@@ -145,12 +256,6 @@ impl Sub {
     }
 
     fn matches(&self, rec: &Record<'_>) -> bool {
-        if let Some(set) = &self.syscalls {
-            let id = rec.i64_at(wasmtap_abi::sys_enter::ID).unwrap_or(-1);
-            if !u32::try_from(id).is_ok_and(|id| set.contains(&id)) {
-                return false;
-            }
-        }
         if let Some(uids) = &self.uids {
             if !uids.contains(&rec.uid()) {
                 return false;
@@ -180,10 +285,26 @@ impl Sub {
 pub struct Runner {
     pub info: PluginInfo,
     pub plan: Plan,
+    loaded: LoadedPlugin,
+    params: Vec<types::Param>,
+    limits: Limits,
     instance: Option<Instance>,
+    life: Life,
+    /// Faults in a row that came before the plugin completed a call.
+    crash_streak: u32,
+    /// Doublings of the next restart's backoff.
+    backoff_exp: u32,
+    budget: Budget,
+    /// CPU time of discarded instances, and how much of the current one's is charged.
+    cpu_base_ns: u64,
+    cpu_charged_ns: u64,
     subs: Vec<Sub>,
+    /// Per subscription: records filtered, delivered, dropped.
+    sub_stats: Vec<ProbeStats>,
     batch: Vec<u8>,
     batch_records: usize,
+    /// Records of the queued batch, by subscription.
+    batch_subs: Vec<u64>,
     pub stats: PluginStats,
     /// Interval subscriptions: (sub, period, next due time).
     timers: Vec<(usize, u64, Option<u64>)>,
@@ -192,12 +313,27 @@ pub struct Runner {
     own_subs: usize,
     /// Global ids of the plan's kernel aggregations.
     agg_ids: Vec<u32>,
+    /// What a new instance is given after a restart.
+    schemas: Vec<Option<types::ProbeSchema>>,
+    aggs_reader: Option<crate::agg::PluginAggs>,
 }
 
+/// The first restart waits this long; each fault in a row doubles it, up to [`BACKOFF_MAX`].
+pub const BACKOFF_BASE: Duration = Duration::from_millis(50);
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// A life this long resets the backoff.
+const HEALTHY_LIFE: Duration = Duration::from_secs(10);
+
 impl Runner {
-    /// Start a described plugin with its validated parameters. Probe names are parsed
-    /// here; they are resolved against the system by [`PluginSet::resolve`].
-    pub fn start(d: Described, params: &[crate::sandbox::types::Param]) -> Result<Runner, PluginError> {
+    /// Start a described plugin with its validated parameters, under `limits`; budgets
+    /// are enforced when `live`. Probe names are parsed here; they are resolved against
+    /// the system by [`PluginSet::resolve`].
+    pub fn start(
+        d: Described,
+        params: &[crate::sandbox::types::Param],
+        limits: Limits,
+        live: bool,
+    ) -> Result<Runner, PluginError> {
         let Described { info, loaded, mut instance } = d;
         let name = info.name.clone();
         let fault = |fault| PluginError::Fault { path: loaded.path().display().to_string(), fault };
@@ -205,35 +341,37 @@ impl Runner {
             .start(params)
             .map_err(fault)?
             .map_err(|message| PluginError::Refused { plugin: name.clone(), message })?;
-        for t in &plan.tables {
-            if t.columns.is_empty() || t.columns.len() > 64 {
-                return Err(PluginError::BadPlan {
-                    plugin: name,
-                    reason: format!("table `{}` must have 1 to 64 columns", t.name),
-                });
-            }
-        }
-        if plan.aggregations.len() > crate::agg::PER_PLUGIN_MAX {
-            return Err(PluginError::BadPlan {
-                plugin: name,
-                reason: format!("more than {} kernel aggregations", crate::agg::PER_PLUGIN_MAX),
-            });
-        }
+        check_plan(&name, &plan)?;
         let mut warnings = Vec::new();
         let subs = parse_subs(&name, &plan, &mut warnings)?;
         let own_subs = subs.len();
-        let stats = PluginStats { name: name.clone(), warnings, ..Default::default() };
+        let sub_stats =
+            plan.subscriptions.iter().map(|s| ProbeStats { probe: s.probe.clone(), ..Default::default() }).collect();
+        let stats = PluginStats { name: name.clone(), warnings, limits: limits.clone(), ..Default::default() };
         Ok(Runner {
             info,
             plan,
+            loaded,
+            params: params.to_vec(),
+            limits,
             instance: Some(instance),
+            life: Life::Running { since: Instant::now(), ok_calls: 0 },
+            crash_streak: 0,
+            backoff_exp: 0,
+            budget: Budget::new(live),
+            cpu_base_ns: 0,
+            cpu_charged_ns: 0,
+            batch_subs: vec![0; subs.len()],
             subs,
+            sub_stats,
             batch: Vec::with_capacity(256 << 10),
             batch_records: 0,
             stats,
             timers: Vec::new(),
             own_subs,
             agg_ids: Vec::new(),
+            schemas: Vec::new(),
+            aggs_reader: None,
         })
     }
 
@@ -248,11 +386,11 @@ impl Runner {
 
     /// Offer one record; it is queued if a subscription matches.
     fn offer(&mut self, rec: &Record<'_>, kind: Kind, out: &mut Output, clock: &Clock) {
-        let mut subscribed = false;
+        let mut first = None;
         let mut matched = None;
         for (i, s) in self.subs[..self.own_subs].iter().enumerate() {
             if s.takes(rec, kind) {
-                subscribed = true;
+                first.get_or_insert(i);
                 if s.matches(rec) {
                     matched = Some(i);
                     break;
@@ -260,19 +398,28 @@ impl Runner {
             }
         }
         let Some(i) = matched else {
-            if subscribed {
-                self.stats.filtered += 1;
+            if let Some(i) = first {
+                self.sub_stats[i].filtered += 1;
             }
             return;
         };
-        if self.instance.is_none() {
-            self.stats.dropped += 1;
+        if self.batch_records == 0 {
+            // A batch starts: its fate is decided now, for all of its records.
+            self.budget.roll(Instant::now());
+        }
+        if !matches!(self.life, Life::Running { .. }) {
+            self.sub_stats[i].dropped_fault += 1;
+            return;
+        }
+        if self.budget.over {
+            self.sub_stats[i].dropped_budget += 1;
             return;
         }
         let start = self.batch.len();
         self.batch.extend_from_slice(rec.bytes());
         self.batch[start + header::SUB..start + header::SUB + 2].copy_from_slice(&(i as u16).to_le_bytes());
         self.batch_records += 1;
+        self.batch_subs[i] += 1;
         if self.batch_records >= BATCH_RECORDS {
             self.flush(out, clock);
         }
@@ -283,37 +430,112 @@ impl Runner {
         if self.batch_records == 0 {
             return;
         }
-        let n = self.batch_records as u64;
         self.batch_records = 0;
-        let Some(inst) = self.instance.as_mut() else {
-            self.stats.dropped += n;
-            self.batch.clear();
-            return;
+        self.arm();
+        let res = match self.instance.as_mut() {
+            Some(inst) => {
+                inst.set_clock(*clock);
+                let r = inst.on_batch(&self.batch);
+                self.stats.batches += 1;
+                r
+            }
+            None => Err(Fault {
+                callback: "on-batch",
+                kind: FaultKind::Contract,
+                reason: "no instance".into(),
+                backtrace: None,
+                elapsed: Duration::ZERO,
+            }),
         };
-        inst.set_clock(*clock);
-        let res = inst.on_batch(&self.batch);
         self.batch.clear();
-        self.stats.batches += 1;
-        match res {
-            Ok(()) => self.stats.delivered += n,
-            Err(f) => {
-                self.stats.dropped += n;
-                self.disable(f, out);
+        let ok = res.is_ok();
+        for (i, n) in self.batch_subs.iter_mut().enumerate() {
+            let n = std::mem::take(n);
+            if ok {
+                self.sub_stats[i].delivered += n;
+            } else {
+                self.sub_stats[i].dropped_fault += n;
             }
         }
-        self.render(out, clock);
+        self.after_call(res, out, clock);
+    }
+
+    /// Account for a call's result: output, budget, fault.
+    fn after_call<R>(&mut self, res: Result<R, Fault>, out: &mut Output, clock: &Clock) -> Option<R> {
+        match res {
+            Ok(r) => {
+                if let Life::Running { ok_calls, .. } = &mut self.life {
+                    *ok_calls += 1;
+                }
+                self.render(out, clock);
+                self.charge(out);
+                Some(r)
+            }
+            Err(f) => {
+                self.fault(f, out);
+                None
+            }
+        }
+    }
+
+    /// Charge the last call's CPU time and output to the budget; over it, the plugin's
+    /// events are dropped for the rest of the second, and too many seconds in a row
+    /// disable it.
+    fn charge(&mut self, out: &mut Output) {
+        let Some(inst) = self.instance.as_ref() else { return };
+        let cpu = inst.meter().cpu_ns;
+        let spent = cpu.saturating_sub(self.cpu_charged_ns);
+        self.cpu_charged_ns = cpu;
+        if !self.budget.enforced {
+            return;
+        }
+        self.budget.cpu_ns += spent;
+        let cpu_over = self.budget.cpu_ns > self.limits.cpu_ms_per_sec * 1_000_000;
+        let output_over = self.budget.output_bytes >= self.limits.output_bytes_per_sec;
+        if self.budget.over || !(cpu_over || output_over) {
+            return;
+        }
+        self.budget.over = true;
+        self.budget.strikes += 1;
+        self.stats.budget_overruns += 1;
+        let what = if cpu_over {
+            format!("CPU budget ({} ms per second)", self.limits.cpu_ms_per_sec)
+        } else {
+            format!("output budget ({} KiB per second)", self.limits.output_bytes_per_sec >> 10)
+        };
+        if self.budget.strikes >= crate::sandbox::BUDGET_STRIKES {
+            let why = format!("over its {what} for {} seconds in a row", self.budget.strikes);
+            self.disable_for(&why, out);
+            return;
+        }
+        out.diag(&format!(
+            "plugin `{}` is over its {what}: its events are dropped until the next second ({} of {} strikes)",
+            self.info.name,
+            self.budget.strikes,
+            crate::sandbox::BUDGET_STRIKES
+        ));
+    }
+
+    /// Before a call: the budget's window, and the output the plugin may still produce in it.
+    fn arm(&mut self) {
+        self.budget.roll(Instant::now());
+        let left = match self.budget.enforced {
+            true => self.limits.output_bytes_per_sec.saturating_sub(self.budget.output_bytes),
+            false => u64::MAX,
+        };
+        if let Some(inst) = self.instance.as_mut() {
+            inst.set_output_budget(left);
+        }
     }
 
     /// Call `on-tick` for subscription `sub` at `at_ns`.
     fn fire(&mut self, sub: usize, at_ns: u64, out: &mut Output, clock: &Clock) {
+        self.arm();
         let Some(inst) = self.instance.as_mut() else { return };
         inst.set_clock(Clock { fixed_mono_ns: Some(at_ns), ..*clock });
-        match inst.on_tick(sub as u32, at_ns) {
-            Ok(aggs) => {
-                self.render(out, clock);
-                out.aggregations(&self.info.name, &aggs);
-            }
-            Err(f) => self.disable(f, out),
+        let res = inst.on_tick(sub as u32, at_ns);
+        if let Some(aggs) = self.after_call(res, out, clock) {
+            out.aggregations(&self.info.name, &aggs);
         }
     }
 
@@ -325,8 +547,14 @@ impl Runner {
         }
     }
 
-    /// Fire every interval subscription due at `now_ns`, in time order.
+    /// Restart a faulted plugin whose backoff is over; fire every interval subscription
+    /// due at `now_ns`, in time order.
     pub fn tick_if_due(&mut self, now_ns: u64, out: &mut Output, clock: &Clock) {
+        if let Life::Restarting { at } = self.life {
+            if Instant::now() >= at {
+                self.restart(out, clock);
+            }
+        }
         loop {
             let due = self
                 .timers
@@ -346,34 +574,123 @@ impl Runner {
         }
     }
 
-    /// The end: flush, the `end` subscriptions, then `finish`.
+    /// The end: flush, the `end` subscriptions, then `finish`. A plugin waiting to
+    /// restart is restarted now, so that it can still report.
     pub fn finish(&mut self, out: &mut Output, clock: &Clock) {
         self.flush(out, clock);
+        if matches!(self.life, Life::Restarting { .. }) {
+            self.restart(out, clock);
+        }
         let ends: Vec<usize> = (0..self.subs.len()).filter(|i| self.subs[*i].matcher == Matcher::End).collect();
         for i in ends {
             self.fire(i, clock.mono_ns(), out, clock);
         }
+        self.arm();
         let Some(inst) = self.instance.as_mut() else { return };
         inst.set_clock(*clock);
-        match inst.finish() {
-            Ok(aggs) => {
-                self.render(out, clock);
-                out.aggregations(&self.info.name, &aggs);
-            }
-            Err(f) => self.disable(f, out),
+        let res = inst.finish();
+        if let Some(aggs) = self.after_call(res, out, clock) {
+            out.aggregations(&self.info.name, &aggs);
         }
     }
 
-    fn disable(&mut self, fault: Fault, out: &mut Output) {
-        let msg = format!("plugin `{}` disabled {fault}", self.info.name);
-        out.diag(&msg);
-        self.stats.disabled = Some(fault.to_string());
-        self.instance = None;
+    /// Discard the faulted instance; restart it later or disable it, as its policy says.
+    fn fault(&mut self, fault: Fault, out: &mut Output) {
+        if let Some(inst) = self.instance.take() {
+            self.retire(&inst);
+        }
+        self.stats.faults += 1;
+        self.stats.last_fault = Some(FaultReport {
+            callback: fault.callback,
+            kind: fault.kind,
+            reason: fault.reason.clone(),
+            elapsed_ms: fault.elapsed.as_millis() as u64,
+        });
+        let (lived, ok_calls) = match self.life {
+            Life::Running { since, ok_calls } => (since.elapsed(), ok_calls),
+            _ => (Duration::ZERO, 0),
+        };
+        self.crash_streak = if ok_calls > 0 { 0 } else { self.crash_streak + 1 };
+        let name = &self.info.name;
+        if self.limits.on_fault == OnFault::Disable {
+            out.diag(&format!("plugin `{name}` disabled {fault}"));
+            self.stats.disabled = Some(fault.to_string());
+            self.life = Life::Disabled;
+            return;
+        }
+        if self.crash_streak > self.limits.crash_loop {
+            let why = format!(
+                "crash loop: {} faults in a row before completing a call (limit {}); last {fault}",
+                self.crash_streak, self.limits.crash_loop
+            );
+            out.diag(&format!("plugin `{name}` disabled: {why}"));
+            self.stats.disabled = Some(why);
+            self.life = Life::Disabled;
+            return;
+        }
+        self.backoff_exp = if lived >= HEALTHY_LIFE { 0 } else { self.backoff_exp };
+        let delay = BACKOFF_BASE.saturating_mul(1 << self.backoff_exp.min(16)).min(BACKOFF_MAX);
+        self.backoff_exp += 1;
+        out.diag(&format!("plugin `{name}` faulted {fault}; restarting in {} ms", delay.as_millis()));
+        self.life = Life::Restarting { at: Instant::now() + delay };
+    }
+
+    /// A new instance from the compiled plugin, started with the same parameters. It
+    /// must ask for the same plan: the probes are attached already.
+    fn restart(&mut self, out: &mut Output, clock: &Clock) {
+        self.stats.restarts += 1;
+        let mut inst = match self.loaded.instantiate(*clock, &self.limits) {
+            Ok(inst) => inst,
+            Err(f) => return self.fault(f, out),
+        };
+        self.life = Life::Running { since: Instant::now(), ok_calls: 0 };
+        match inst.start(&self.params) {
+            Ok(Ok(plan)) if format!("{plan:?}") == format!("{:?}", self.original_plan()) => {}
+            Ok(Ok(_)) => return self.disable_for("asked for a different plan when restarted", out),
+            Ok(Err(message)) => return self.disable_for(&format!("refused to restart: {message}"), out),
+            Err(f) => {
+                self.instance = Some(inst);
+                return self.fault(f, out);
+            }
+        }
+        self.cpu_charged_ns = 0;
+        inst.set_schemas(self.schemas.clone());
+        if let Some(aggs) = &self.aggs_reader {
+            inst.set_aggregates(Box::new(aggs.clone()));
+        }
+        self.instance = Some(inst);
+    }
+
+    /// The plan as the plugin returned it (without the host's hidden subscriptions).
+    fn original_plan(&self) -> Plan {
+        let mut plan = self.plan.clone();
+        plan.subscriptions.truncate(self.own_subs);
+        plan
+    }
+
+    fn disable_for(&mut self, why: &str, out: &mut Output) {
+        out.diag(&format!("plugin `{}` disabled: {why}", self.info.name));
+        self.stats.disabled = Some(why.to_string());
+        if let Some(inst) = self.instance.take() {
+            self.retire(&inst);
+        }
+        self.life = Life::Disabled;
+    }
+
+    /// Keep what a discarded instance cost.
+    fn retire(&mut self, inst: &Instance) {
+        self.cpu_base_ns += inst.meter().cpu_ns;
+        self.cpu_charged_ns = 0;
+        self.stats.longest_call_ms = self.stats.longest_call_ms.max(inst.meter().longest.as_millis() as u64);
     }
 
     fn render(&mut self, out: &mut Output, clock: &Clock) {
         let Some(inst) = self.instance.as_mut() else { return };
-        for item in inst.take_output().items {
+        let output = inst.take_output();
+        self.stats.output_dropped += output.dropped_items;
+        self.stats.output_dropped_bytes += output.dropped_bytes;
+        self.budget.output_bytes += output.bytes + output.dropped_bytes;
+        for item in output.items {
             match item {
                 GuestItem::Rows(rows) => {
                     for row in rows {
@@ -394,10 +711,43 @@ impl Runner {
         }
     }
 
+    /// This plugin's accounting, with its per-probe counts.
+    pub fn stats(&self) -> PluginStats {
+        let mut stats = self.stats.clone();
+        stats.probes = self.sub_stats.clone();
+        let sum = |f: fn(&ProbeStats) -> u64| self.sub_stats.iter().map(f).sum::<u64>();
+        stats.filtered = sum(|s| s.filtered);
+        stats.delivered = sum(|s| s.delivered);
+        stats.dropped_budget = sum(|s| s.dropped_budget);
+        stats.dropped_fault = sum(|s| s.dropped_fault);
+        stats.dropped = stats.dropped_budget + stats.dropped_fault;
+        let meter = self.instance.as_ref().map(Instance::meter).unwrap_or_default();
+        stats.cpu_ms = (self.cpu_base_ns + meter.cpu_ns) / 1_000_000;
+        stats.longest_call_ms = stats.longest_call_ms.max(meter.longest.as_millis() as u64);
+        stats
+    }
+
     /// Tables to print headings for.
     pub fn tables(&self) -> &[TableSpec] {
         &self.plan.tables
     }
+}
+
+/// Bounds on what a plan may ask for.
+fn check_plan(name: &str, plan: &Plan) -> Result<(), PluginError> {
+    let bad = |reason: String| Err(PluginError::BadPlan { plugin: name.to_string(), reason });
+    if plan.tables.len() > 64 {
+        return bad("more than 64 tables".into());
+    }
+    for t in &plan.tables {
+        if t.columns.is_empty() || t.columns.len() > 64 {
+            return bad(format!("table `{}` must have 1 to 64 columns", t.name));
+        }
+    }
+    if plan.aggregations.len() > crate::agg::PER_PLUGIN_MAX {
+        return bad(format!("more than {} kernel aggregations", crate::agg::PER_PLUGIN_MAX));
+    }
+    Ok(())
 }
 
 /// Parse every subscription's probe and host-side filters. An optional probe that does
@@ -577,9 +927,9 @@ impl PluginSet {
                     r.timers.push((i, period, None));
                 }
             }
-            let schemas = r.subs.iter().map(|s| s.schema.clone()).collect();
+            r.schemas = r.subs.iter().map(|s| s.schema.clone()).collect();
             if let Some(inst) = r.instance.as_mut() {
-                inst.set_schemas(schemas);
+                inst.set_schemas(r.schemas.clone());
             }
         }
         self.push_down_syscall_preds(&mut table, source);
@@ -648,9 +998,11 @@ impl PluginSet {
             if r.agg_ids.is_empty() {
                 continue;
             }
+            let reader = crate::agg::PluginAggs { store: store.clone(), ids: r.agg_ids.clone() };
             if let Some(inst) = r.instance.as_mut() {
-                inst.set_aggregates(Box::new(crate::agg::PluginAggs { store: store.clone(), ids: r.agg_ids.clone() }));
+                inst.set_aggregates(Box::new(reader.clone()));
             }
+            r.aggs_reader = Some(reader);
         }
         self.agg_task = task;
         self.aggs = Some(store);
@@ -815,7 +1167,7 @@ impl PluginSet {
     }
 
     pub fn stats(&self) -> Vec<PluginStats> {
-        self.runners.iter().map(|r| r.stats.clone()).collect()
+        self.runners.iter().map(Runner::stats).collect()
     }
 
     pub fn any_disabled(&self) -> bool {

@@ -52,8 +52,15 @@ pub struct LogLine {
 #[derive(Debug, Default)]
 pub struct GuestOutput {
     pub items: Vec<GuestItem>,
-    bytes: usize,
+    /// Bytes kept.
+    pub bytes: u64,
+    /// Items (row lists, texts, log lines) dropped because the plugin was over its
+    /// output budget, and their bytes.
+    pub dropped_items: u64,
+    pub dropped_bytes: u64,
     rows: usize,
+    /// Bytes that may still be kept before the budget is spent.
+    budget: u64,
 }
 
 /// One piece of plugin output.
@@ -64,18 +71,42 @@ pub enum GuestItem {
     Log(LogLine),
 }
 
+/// The start of an [`OutputLimit`] message.
+pub(super) const OUTPUT_LIMIT: &str = "produced more than";
+
+/// A plugin produced more in one call than any call may: a fault.
+#[derive(Debug)]
+pub struct OutputLimit(String);
+
+impl std::fmt::Display for OutputLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OutputLimit {}
+
 impl GuestOutput {
-    fn charge(&mut self, bytes: usize, rows: usize) -> wasmtime::Result<()> {
-        self.bytes = self.bytes.saturating_add(bytes);
+    /// Account for an item; `Ok(false)` when it is over the budget and must be dropped.
+    fn charge(&mut self, bytes: usize, rows: usize) -> wasmtime::Result<bool> {
         self.rows = self.rows.saturating_add(rows);
-        if self.bytes > OUTPUT_BYTES_PER_CALL || self.rows > ROWS_PER_CALL {
-            wasmtime::bail!(
-                "output limit exceeded: more than {} MiB or {} rows in one call",
+        let call_bytes = self.bytes + self.dropped_bytes + bytes as u64;
+        if call_bytes > OUTPUT_BYTES_PER_CALL as u64 || self.rows > ROWS_PER_CALL {
+            return Err(wasmtime::Error::new(OutputLimit(format!(
+                "{OUTPUT_LIMIT} {} MiB or {} rows of output in one call",
                 OUTPUT_BYTES_PER_CALL >> 20,
                 ROWS_PER_CALL
-            );
+            ))));
         }
-        Ok(())
+        if bytes as u64 > self.budget {
+            self.budget = 0;
+            self.dropped_items += 1;
+            self.dropped_bytes += bytes as u64;
+            return Ok(false);
+        }
+        self.budget -= bytes as u64;
+        self.bytes += bytes as u64;
+        Ok(true)
     }
 }
 
@@ -91,11 +122,19 @@ pub(super) struct HostState {
 
 impl HostState {
     pub fn new(clock: Clock, symbols: SharedSymbols) -> Self {
-        HostState { clock, out: GuestOutput::default(), schemas: Vec::new(), symbols, aggregates: None }
+        let out = GuestOutput { budget: u64::MAX, ..GuestOutput::default() };
+        HostState { clock, out, schemas: Vec::new(), symbols, aggregates: None }
     }
 
     pub fn take_output(&mut self) -> GuestOutput {
-        std::mem::take(&mut self.out)
+        let budget = self.out.budget;
+        let out = std::mem::take(&mut self.out);
+        self.out.budget = budget;
+        out
+    }
+
+    pub fn set_output_budget(&mut self, bytes: u64) {
+        self.out.budget = bytes;
     }
 }
 
@@ -118,20 +157,23 @@ impl types::Host for StoreState {}
 impl host::Host for StoreState {
     fn emit(&mut self, rows: Vec<types::Row>) -> wasmtime::Result<()> {
         let bytes = rows.iter().map(row_bytes).sum();
-        self.host.out.charge(bytes, rows.len())?;
-        self.host.out.items.push(GuestItem::Rows(rows));
+        if self.host.out.charge(bytes, rows.len())? {
+            self.host.out.items.push(GuestItem::Rows(rows));
+        }
         Ok(())
     }
 
     fn print(&mut self, text: String) -> wasmtime::Result<()> {
-        self.host.out.charge(text.len(), 0)?;
-        self.host.out.items.push(GuestItem::Text(text));
+        if self.host.out.charge(text.len(), 0)? {
+            self.host.out.items.push(GuestItem::Text(text));
+        }
         Ok(())
     }
 
     fn log(&mut self, level: types::Level, message: String) -> wasmtime::Result<()> {
-        self.host.out.charge(message.len(), 0)?;
-        self.host.out.items.push(GuestItem::Log(LogLine { level, message }));
+        if self.host.out.charge(message.len(), 0)? {
+            self.host.out.items.push(GuestItem::Log(LogLine { level, message }));
+        }
         Ok(())
     }
 

@@ -12,7 +12,9 @@ mod host_api;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
 
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
@@ -59,7 +61,13 @@ pub trait Aggregates: Send {
 pub type SharedSymbols = Arc<Mutex<Option<Box<dyn Symbols>>>>;
 
 /// How often the engine's epoch advances; deadlines are whole ticks.
-const TICK: Duration = Duration::from_millis(5);
+pub const TICK: Duration = Duration::from_millis(5);
+/// Bytes the host copies out of a plugin in one call (arguments of a host call, or the
+/// results of an export), counted as wasmtime lifts them, before anything is allocated
+/// past it: a list of strings that all point at one big buffer costs its real size.
+pub const COPY_BYTES_PER_CALL: usize = 64 << 20;
+/// Frames of a wasm backtrace kept in a fault message.
+const BACKTRACE_FRAMES: usize = 6;
 /// Bytes of a guest's stderr kept for fault messages (Rust panics print there).
 const STDERR_CAPACITY: usize = 64 * 1024;
 
@@ -92,18 +100,66 @@ pub enum SandboxError {
     Engine(String),
 }
 
-/// Per-plugin resource limits.
-#[derive(Clone, Debug)]
+/// What happens to a plugin that faults (trap, panic, memory, deadline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFault {
+    /// Discard it; its later events are dropped and counted.
+    Disable,
+    /// Discard its store and start it again from its compiled form, after a backoff
+    /// that doubles with each fault; a crash loop disables it.
+    Restart,
+}
+
+/// Per-plugin resource limits. [`Limits::default`] gives the defaults `wasmtap run --help` shows.
+#[derive(Clone, Debug, Serialize)]
 pub struct Limits {
-    /// Linear memory cap per plugin.
+    /// Linear memory, all memories of the plugin together.
     pub memory_bytes: usize,
+    /// Core instances, tables and memories a plugin may create (each counted alone).
+    pub instances: usize,
     /// Longest a single call into the plugin may run.
+    #[serde(serialize_with = "ser_duration_ms")]
     pub deadline: Duration,
+    /// CPU time the plugin may use per second of wall time, in milliseconds (1000 = one CPU).
+    pub cpu_ms_per_sec: u64,
+    /// Bytes of output (rows, text, logs) per second of wall time.
+    pub output_bytes_per_sec: u64,
+    /// Aggregation entries the plugin may report in one call.
+    pub state_entries: usize,
+    pub on_fault: OnFault,
+    /// Faults in a row, each before the plugin completed a single call, that end restarting.
+    pub crash_loop: u32,
+}
+
+/// Seconds in a row over the CPU or output budget after which a plugin is disabled.
+pub const BUDGET_STRIKES: u32 = 3;
+
+fn ser_duration_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis() as u64)
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 64 << 20, deadline: Duration::from_millis(250) }
+        Limits {
+            memory_bytes: 64 << 20,
+            instances: 16,
+            deadline: Duration::from_millis(250),
+            cpu_ms_per_sec: 500,
+            output_bytes_per_sec: 16 << 20,
+            state_entries: 1_000_000,
+            on_fault: OnFault::Disable,
+            crash_loop: 5,
+        }
+    }
+}
+
+impl Limits {
+    /// The deadline in epoch ticks, at least one. A call is interrupted when that many
+    /// ticks have passed since it began, so after `(ticks - 1) * TICK` at the earliest
+    /// and `ticks * TICK` plus the ticker's lateness at the latest.
+    fn deadline_ticks(&self) -> u64 {
+        (self.deadline.as_millis() as u64 / TICK.as_millis() as u64).max(1)
     }
 }
 
@@ -111,14 +167,13 @@ impl Default for Limits {
 pub struct Sandbox {
     engine: Engine,
     linker: Linker<StoreState>,
-    limits: Limits,
     ticker_stop: Arc<AtomicBool>,
     symbols: SharedSymbols,
 }
 
 impl Sandbox {
     /// Build the engine and the linker with the host API.
-    pub fn new(limits: Limits) -> Result<Sandbox, SandboxError> {
+    pub fn new() -> Result<Sandbox, SandboxError> {
         let engine_err = |e: wasmtime::Error| SandboxError::Engine(format!("{e:#}"));
         let mut config = Config::new();
         config.epoch_interruption(true);
@@ -127,29 +182,28 @@ impl Sandbox {
         let engine = Engine::new(&config).map_err(engine_err)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
+        refuse_blocking(&mut linker).map_err(engine_err)?;
         Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_err)?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (eng, stop) = (engine.clone(), ticker_stop.clone());
         std::thread::Builder::new()
             .name("wasmtap-epoch".into())
             .spawn(move || {
+                // Ticks on an absolute schedule, so that sleeps that overshoot do not add up.
+                let mut next = Instant::now() + TICK;
                 while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(TICK);
+                    std::thread::sleep(next.saturating_duration_since(Instant::now()));
                     eng.increment_epoch();
+                    next = (next + TICK).max(Instant::now());
                 }
             })
             .map_err(|e| SandboxError::Engine(format!("cannot start the epoch thread: {e}")))?;
-        Ok(Sandbox { engine, linker, limits, ticker_stop, symbols: Arc::default() })
+        Ok(Sandbox { engine, linker, ticker_stop, symbols: Arc::default() })
     }
 
     /// Answer plugins' `symbolize` calls with `symbols` from now on.
     pub fn set_symbols(&self, symbols: Box<dyn Symbols>) {
         *self.symbols.lock().unwrap_or_else(|e| e.into_inner()) = Some(symbols);
-    }
-
-    /// The limits every plugin gets.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
     }
 
     /// Compile and type-check a plugin file.
@@ -166,42 +220,7 @@ impl Sandbox {
             |e: wasmtime::Error| SandboxError::WrongWorld { path: path.into(), reason: first_line(&format!("{e:#}")) };
         let pre = self.linker.instantiate_pre(&component).map_err(wrong)?;
         let pre = PluginPre::new(pre).map_err(wrong)?;
-        Ok(LoadedPlugin { pre, path: path.into() })
-    }
-
-    /// A fresh instance of a loaded plugin in its own store.
-    pub fn instantiate(&self, plugin: &LoadedPlugin, clock: Clock) -> Result<Instance, Fault> {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = WasiCtx::builder()
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.limits.memory_bytes)
-            .instances(16)
-            .tables(16)
-            .memories(8)
-            .table_elements(100_000)
-            .trap_on_grow_failure(true)
-            .build();
-        let state = StoreState {
-            wasi,
-            table: ResourceTable::new(),
-            limits,
-            stderr,
-            host: host_api::HostState::new(clock, self.symbols.clone()),
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(self.deadline_ticks());
-        let bindings = plugin.pre.instantiate(&mut store).map_err(|e| Fault::from_error("instantiate", &e, &store))?;
-        Ok(Instance { store, bindings, deadline_ticks: self.deadline_ticks() })
-    }
-
-    fn deadline_ticks(&self) -> u64 {
-        (self.limits.deadline.as_millis() as u64 / TICK.as_millis() as u64).max(1)
+        Ok(LoadedPlugin { pre, path: path.into(), symbols: self.symbols.clone() })
     }
 }
 
@@ -215,6 +234,7 @@ impl Drop for Sandbox {
 pub struct LoadedPlugin {
     pre: PluginPre<StoreState>,
     path: PathBuf,
+    symbols: SharedSymbols,
 }
 
 impl LoadedPlugin {
@@ -222,7 +242,71 @@ impl LoadedPlugin {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// A fresh instance in a store of its own, bounded by `limits`.
+    pub fn instantiate(&self, clock: Clock, limits: &Limits) -> Result<Instance, Fault> {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let store_limits = StoreLimitsBuilder::new()
+            .memory_size(limits.memory_bytes)
+            .instances(limits.instances)
+            .tables(limits.instances)
+            .memories(limits.instances)
+            .table_elements(100_000)
+            .trap_on_grow_failure(true)
+            .build();
+        let state = StoreState {
+            wasi,
+            table: ResourceTable::new(),
+            limits: store_limits,
+            stderr,
+            host: host_api::HostState::new(clock, self.symbols.clone()),
+        };
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|s| &mut s.limits);
+        store.set_hostcall_fuel(COPY_BYTES_PER_CALL);
+        let deadline_ticks = limits.deadline_ticks();
+        store.set_epoch_deadline(deadline_ticks);
+        let started = Instant::now();
+        let bindings = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| Fault::from_error("instantiate", &e, &store, limits, started.elapsed()))?;
+        Ok(Instance { store, bindings, limits: limits.clone(), deadline_ticks, meter: Meter::default() })
+    }
 }
+
+/// `wasi:io/poll` would let a plugin sleep inside the host, where the deadline cannot
+/// reach it (epochs interrupt wasm code only). Plugins get the rest of WASI io, but
+/// waiting traps at once.
+fn refuse_blocking(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut poll = linker.instance("wasi:io/poll@0.2.12")?;
+    for name in ["poll", "[method]pollable.block"] {
+        poll.func_new(name, move |_, _, _, _| Err(wasmtime::Error::new(Blocked(name))))?;
+    }
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// A plugin tried to wait in a host call.
+#[derive(Debug)]
+struct Blocked(&'static str);
+
+const BLOCKED: &str = "tried to block in the host";
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{BLOCKED} (wasi:io/poll {}); plugins may not sleep or wait", self.0)
+    }
+}
+
+impl std::error::Error for Blocked {}
 
 /// What the store of one plugin holds.
 pub struct StoreState {
@@ -239,46 +323,120 @@ impl WasiView for StoreState {
     }
 }
 
+/// Why a plugin call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// Ran past its deadline (epoch interruption).
+    Deadline,
+    /// Tried to grow memory, tables or instances past its limits.
+    Memory,
+    /// A Rust panic (the message is on the plugin's stderr).
+    Panic,
+    /// Any other wasm trap: `unreachable`, out-of-bounds access, division by zero...
+    Trap,
+    /// Exceeded the output or copy limit of one call, or its state limit.
+    Output,
+    /// Tried to sleep or wait inside a host call.
+    Blocked,
+    /// Broke the host API's contract (a bad id, a malformed request).
+    Contract,
+}
+
 /// A plugin call that failed: the instance is unusable afterwards.
 #[derive(Clone, Debug)]
 pub struct Fault {
     /// The export being called (`on-batch`…).
     pub callback: &'static str,
+    pub kind: FaultKind,
     /// What went wrong, for the user.
     pub reason: String,
+    /// The innermost wasm frames, when wasmtime captured them.
+    pub backtrace: Option<String>,
+    /// How long the call ran before it was stopped.
+    pub elapsed: Duration,
 }
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "in {}: {}", self.callback, self.reason)
+        write!(f, "in {}: {}", self.callback, self.reason)?;
+        if let Some(bt) = &self.backtrace {
+            write!(f, " [wasm backtrace: {bt}]")?;
+        }
+        Ok(())
     }
 }
 
 impl Fault {
-    fn from_error(callback: &'static str, err: &wasmtime::Error, store: &Store<StoreState>) -> Fault {
+    fn from_error(
+        callback: &'static str,
+        err: &wasmtime::Error,
+        store: &Store<StoreState>,
+        limits: &Limits,
+        elapsed: Duration,
+    ) -> Fault {
         let stderr = store.data().stderr.contents();
         let said = panic_message(&String::from_utf8_lossy(&stderr));
-        let reason = match err.downcast_ref::<wasmtime::Trap>() {
-            Some(wasmtime::Trap::Interrupt) => "ran past its deadline (infinite loop?)".to_string(),
-            Some(wasmtime::Trap::OutOfFuel) => "ran out of CPU budget".to_string(),
-            Some(wasmtime::Trap::UnreachableCodeReached) if said.is_some() => "panicked".to_string(),
-            Some(wasmtime::Trap::UnreachableCodeReached) => "aborted (wasm `unreachable`)".to_string(),
-            Some(trap) => format!("trapped: {trap}"),
-            None => {
-                let msg = err.root_cause().to_string();
-                if msg.contains("forcing trap when growing memory") {
-                    "exceeded its memory limit".to_string()
-                } else {
-                    first_line(&msg)
-                }
+        let msg = format!("{err:#}");
+        let (kind, reason) = match err.downcast_ref::<wasmtime::Trap>() {
+            Some(wasmtime::Trap::Interrupt) => (
+                FaultKind::Deadline,
+                format!(
+                    "ran past its deadline of {} ms (stopped after {} ms; infinite loop?)",
+                    limits.deadline.as_millis(),
+                    elapsed.as_millis()
+                ),
+            ),
+            Some(wasmtime::Trap::UnreachableCodeReached) if said.is_some() => (FaultKind::Panic, "panicked".into()),
+            Some(wasmtime::Trap::UnreachableCodeReached) => (FaultKind::Trap, "aborted (wasm `unreachable`)".into()),
+            Some(wasmtime::Trap::StackOverflow) => (FaultKind::Trap, "overflowed its stack".into()),
+            Some(trap) => (FaultKind::Trap, format!("trapped: {trap}")),
+            None if msg.contains(BLOCKED) => {
+                let at = msg.find(BLOCKED).unwrap_or(0);
+                (FaultKind::Blocked, first_line(&msg[at..]))
             }
+            None if msg.contains("forcing trap when growing memory") => {
+                (FaultKind::Memory, format!("exceeded its memory limit of {} MiB", limits.memory_bytes >> 20))
+            }
+            None if msg.contains("resource limit exceeded") || msg.contains("instance count too high") => {
+                (FaultKind::Memory, format!("exceeded its instance/table limit: {}", first_line(&msg)))
+            }
+            None if msg.contains("fuel allocated for hostcalls has been exhausted") => (
+                FaultKind::Output,
+                format!("passed more than {} MiB to the host in one call", COPY_BYTES_PER_CALL >> 20),
+            ),
+            None if msg.contains(host_api::OUTPUT_LIMIT) => {
+                let at = msg.find(host_api::OUTPUT_LIMIT).unwrap_or(0);
+                (FaultKind::Output, first_line(&msg[at..]))
+            }
+            None => (FaultKind::Contract, first_line(&err.root_cause().to_string())),
         };
         let reason = match said {
             Some(line) => format!("{reason}: {}", truncate(&line, 300)),
             None => reason,
         };
-        Fault { callback, reason }
+        Fault { callback, kind, reason, backtrace: backtrace(err), elapsed }
     }
+}
+
+/// `f <- g <- h`, innermost first: function names where the plugin kept them, else indices.
+fn backtrace(err: &wasmtime::Error) -> Option<String> {
+    let bt = err.downcast_ref::<wasmtime::WasmBacktrace>()?;
+    let frames: Vec<String> = bt
+        .frames()
+        .iter()
+        .take(BACKTRACE_FRAMES)
+        .map(|f| match f.func_name() {
+            Some(name) => truncate(name, 80),
+            None => format!("func[{}]", f.func_index()),
+        })
+        .collect();
+    if frames.is_empty() {
+        return None;
+    }
+    let more = bt.frames().len().saturating_sub(BACKTRACE_FRAMES);
+    let tail = if more > 0 { format!(" <- … {more} more") } else { String::new() };
+    Some(format!("{}{tail}", frames.join(" <- ")))
 }
 
 /// The message of a Rust panic printed to the guest's stderr, if there is one.
@@ -293,23 +451,46 @@ fn panic_message(stderr: &str) -> Option<String> {
     }
 }
 
+/// What the calls into one instance cost.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Meter {
+    /// CPU time of the host thread while in the plugin, nanoseconds.
+    pub cpu_ns: u64,
+    /// Longest single call, wall time.
+    pub longest: Duration,
+    pub calls: u64,
+}
+
 /// One running plugin instance.
 pub struct Instance {
     store: Store<StoreState>,
     bindings: Plugin,
+    limits: Limits,
     deadline_ticks: u64,
+    meter: Meter,
 }
 
 impl Instance {
-    /// Call one export with a fresh deadline; any error is a fault that names the export.
+    /// Call one export with a fresh deadline, metering its CPU time; any error is a
+    /// fault that names the export.
     fn call<R>(
         &mut self,
         export: &'static str,
         f: impl FnOnce(&Plugin, &mut Store<StoreState>) -> wasmtime::Result<R>,
     ) -> Result<R, Fault> {
         self.store.set_epoch_deadline(self.deadline_ticks);
+        let (cpu0, wall0) = (crate::sys::thread_cpu_ns(), Instant::now());
         let r = f(&self.bindings, &mut self.store);
-        r.map_err(|e| Fault::from_error(export, &e, &self.store))
+        let elapsed = wall0.elapsed();
+        self.meter.cpu_ns += crate::sys::thread_cpu_ns().saturating_sub(cpu0);
+        self.meter.longest = self.meter.longest.max(elapsed);
+        self.meter.calls += 1;
+        r.map_err(|e| Fault::from_error(export, &e, &self.store, &self.limits, elapsed))
+    }
+
+    /// What the calls so far cost.
+    pub fn meter(&self) -> Meter {
+        self.meter
     }
 
     /// `info`.
@@ -329,27 +510,56 @@ impl Instance {
 
     /// `on-tick` for subscription `sub`.
     pub fn on_tick(&mut self, sub: u32, now_ns: u64) -> Result<Vec<types::Aggregation>, Fault> {
-        self.call("on-tick", |b, s| b.call_on_tick(s, sub, now_ns))
+        let aggs = self.call("on-tick", |b, s| b.call_on_tick(s, sub, now_ns))?;
+        self.check_state("on-tick", aggs)
     }
 
-    /// The schemas `host.schema` answers with, by subscription index.
+    /// `finish`.
+    pub fn finish(&mut self) -> Result<Vec<types::Aggregation>, Fault> {
+        let aggs = self.call("finish", |b, s| b.call_finish(s))?;
+        self.check_state("finish", aggs)
+    }
+
+    /// Reports larger than the plugin's state limit are a fault.
+    fn check_state(
+        &self,
+        callback: &'static str,
+        aggs: Vec<types::Aggregation>,
+    ) -> Result<Vec<types::Aggregation>, Fault> {
+        let entries: usize = aggs.iter().map(|a| a.entries.len()).sum();
+        if entries <= self.limits.state_entries {
+            return Ok(aggs);
+        }
+        Err(Fault {
+            callback,
+            kind: FaultKind::Output,
+            reason: format!(
+                "reported {entries} aggregation entries, more than its state limit of {}",
+                self.limits.state_entries
+            ),
+            backtrace: None,
+            elapsed: Duration::ZERO,
+        })
+    }
+
     /// Answer the plugin's `read-aggregation` calls with `aggs`.
     pub fn set_aggregates(&mut self, aggs: Box<dyn Aggregates>) {
         self.store.data_mut().host.aggregates = Some(aggs);
     }
 
+    /// The schemas `host.schema` answers with, by subscription index.
     pub fn set_schemas(&mut self, schemas: Vec<Option<types::ProbeSchema>>) {
         self.store.data_mut().host.schemas = schemas;
-    }
-
-    /// `finish`.
-    pub fn finish(&mut self) -> Result<Vec<types::Aggregation>, Fault> {
-        self.call("finish", |b, s| b.call_finish(s))
     }
 
     /// Set the time `monotonic-ns`/`wall-ns` report (replay drives it from the recording).
     pub fn set_clock(&mut self, clock: Clock) {
         self.store.data_mut().host.clock = clock;
+    }
+
+    /// Output bytes the plugin may still produce before what it emits is dropped (and counted).
+    pub fn set_output_budget(&mut self, bytes: u64) {
+        self.store.data_mut().host.set_output_budget(bytes);
     }
 
     /// Take what the plugin emitted since the last call.

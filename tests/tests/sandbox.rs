@@ -1,0 +1,213 @@
+//! The sandbox under attack: hostile plugins beside a well-behaved syscount in one host,
+//! the restart policy, budgets, and event conservation when the consumer falls behind.
+//! Live tests need root and BPF: in CI they run and must pass.
+
+use serde_json::Value as Json;
+use wasmtap_tests::*;
+
+/// The run's accounting record of `-o json` output.
+fn accounting(lines: &[Json]) -> &Json {
+    &lines.iter().find(|v| v["type"] == "accounting").expect("an accounting record")["data"]
+}
+
+fn plugin<'a>(acct: &'a Json, name: &str) -> &'a Json {
+    acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+fn u(v: &Json) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// The `@syscall` count of getppid that syscount printed.
+fn getppid_count(lines: &[Json]) -> u64 {
+    let map = lines.iter().find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some()).expect("@syscall map");
+    u(&map["data"]["@syscall"]["getppid"])
+}
+
+/// Every record of the plugin's probe is filtered, delivered or dropped with a reason.
+fn assert_conserved(p: &Json, reached_host: u64) {
+    let (f, d, b, x) = (u(&p["filtered"]), u(&p["delivered"]), u(&p["dropped_budget"]), u(&p["dropped_fault"]));
+    assert_eq!(u(&p["dropped"]), b + x, "{p}");
+    assert_eq!(f + d + b + x, reached_host, "filtered + delivered + dropped = events that reached the host: {p}");
+}
+
+const HOSTILE: [&str; 7] = ["spin", "membomb", "trap", "trapper", "flood", "bigstr", "sleeper"];
+const DEADLINE_MS: u64 = 100;
+/// The epoch ticks every 5 ms.
+const TICK_MS: u64 = 5;
+
+#[test]
+fn hostile_plugins_are_stopped_while_syscount_stays_exact() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 1,000,000 getppid calls in 40 rounds over about 4 s: long enough for the
+    // output budget's three strikes.
+    let cmd = format!("{} 40 25000 100", workload("getppid_paced").display());
+    let mut c = wasmtap();
+    c.args(["run", "syscount"]);
+    for h in HOSTILE {
+        c.arg(wasm(h));
+    }
+    c.args(["-c", &cmd, "-o", "json", "--deadline", &format!("{DEADLINE_MS}ms"), "--output-budget", "flood=256"]);
+    let started = std::time::Instant::now();
+    let o = run(&mut c);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "disabled plugins make the run end with problems\n{err}");
+    let lines = json_lines(&out);
+    assert_eq!(getppid_count(&lines), 1_000_000, "{err}");
+    let acct = accounting(&lines);
+    assert_eq!(u(&acct["kernel"]["kinds"]["sys_enter"]["dropped"]), 0, "{acct}");
+    let reached = u(&acct["kernel"]["kinds"]["sys_enter"]["emitted"]);
+    assert!(reached >= 1_000_000, "{acct}");
+    let good = plugin(acct, "syscount");
+    assert!(good["disabled"].is_null() && u(&good["dropped"]) == 0 && u(&good["faults"]) == 0, "{good}");
+
+    let expect = [
+        ("spin", "deadline", "ran past its deadline of 100 ms"),
+        ("membomb", "memory", "exceeded its memory limit of 64 MiB"),
+        ("trap", "trap", "trapped: wasm trap: out of bounds memory access"),
+        ("trapper", "panic", "panicked: trapper: deliberate fault"),
+        ("bigstr", "output", "produced more than 16 MiB"),
+        ("sleeper", "blocked", "tried to block in the host (wasi:io/poll"),
+    ];
+    for (name, kind, reason) in expect {
+        let p = plugin(acct, name);
+        assert_eq!(p["last_fault"]["kind"], kind, "{p}");
+        assert!(p["last_fault"]["reason"].as_str().unwrap().contains(reason), "{p}");
+        assert!(err.contains(&format!("plugin `{name}` disabled in on-batch: ")), "{err}");
+        assert!(err.contains(reason), "{err}");
+        assert_eq!(u(&p["batches"]), 1, "stopped in its first call: {p}");
+        // Stopped within the deadline plus two epoch ticks, whatever the fault.
+        let elapsed = u(&p["last_fault"]["elapsed_ms"]);
+        assert!(elapsed <= DEADLINE_MS + 2 * TICK_MS, "{name} ran {elapsed} ms: {p}");
+        assert_conserved(p, reached);
+    }
+    let spin = plugin(acct, "spin");
+    assert!(u(&spin["last_fault"]["elapsed_ms"]) + TICK_MS >= DEADLINE_MS, "not stopped early: {spin}");
+    // The flood is cut at its output budget, its events dropped and counted, then disabled.
+    let flood = plugin(acct, "flood");
+    assert_eq!(flood["disabled"], "over its output budget (256 KiB per second) for 3 seconds in a row", "{flood}");
+    assert!(u(&flood["dropped_budget"]) > 0 && u(&flood["output_dropped"]) > 0, "{flood}");
+    assert_conserved(flood, reached);
+    // Memory: everything the host holds stays under the plugins' caps plus a fixed
+    // margin for the host itself (rings 64 + 16 MiB, 256 MiB of chunks in flight at
+    // most, the compiler and runtime).
+    let caps = 8 * 64u64 << 20;
+    let margin = 512u64 << 20;
+    let peak = u(&acct["host"]["peak_rss_bytes"]);
+    assert!(peak < caps + margin, "peak RSS {} MiB", peak >> 20);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_plugin_importing_the_filesystem_is_refused_beside_a_good_one() {
+    let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("fsreader")));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("imports `wasi:filesystem/"), "{err}");
+    assert!(err.contains("which plugins are not granted"), "{err}");
+}
+
+#[test]
+fn a_plugin_that_faults_every_100th_batch_is_restarted_with_backoff() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 30 100000 50", workload("getppid_paced").display());
+    let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("flaky")).args([
+        "-c",
+        &cmd,
+        "-o",
+        "json",
+        "--on-fault",
+        "flaky=restart",
+    ]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    let lines = json_lines(&out);
+    assert_eq!(getppid_count(&lines), 3_000_000, "{err}");
+    let acct = accounting(&lines);
+    let flaky = plugin(acct, "flaky");
+    assert!(flaky["disabled"].is_null(), "a plugin that completes batches between faults keeps running: {flaky}");
+    let (faults, restarts) = (u(&flaky["faults"]), u(&flaky["restarts"]));
+    assert!(faults >= 3, "{flaky}");
+    // Each fault is followed by a restart (the last one possibly at the end, to report).
+    assert!(restarts == faults || restarts + 1 == faults, "{flaky}");
+    assert!(u(&flaky["delivered"]) >= 99 * 1024, "at least one life of 99 full batches: {flaky}");
+    assert_eq!(u(&flaky["dropped_budget"]), 0, "{flaky}");
+    // Conservation over the probe the plugin subscribes to: every getppid of the workload.
+    let p = &flaky["probes"][0];
+    assert_eq!(p["probe"], "syscall:getppid:entry");
+    assert_eq!(u(&p["filtered"]) + u(&p["delivered"]) + u(&p["dropped_fault"]), 3_000_000, "{flaky}");
+    // Backoff doubles: 50, 100, 200 ms...
+    assert!(err.contains("faulted in on-batch: panicked: flaky: batch 100 of this life"), "{err}");
+    assert!(err.contains("restarting in 50 ms") && err.contains("restarting in 100 ms"), "{err}");
+    assert!(err.contains("restarting in 200 ms"), "{err}");
+    assert_eq!(o.status.code(), Some(1), "lost events are a problem\n{err}");
+}
+
+#[test]
+fn a_plugin_that_faults_at_once_is_disabled_after_the_crash_loop_limit() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 40 10000 100", workload("getppid_paced").display());
+    let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("flaky")).args([
+        "--param",
+        "flaky.every=1",
+        "-c",
+        &cmd,
+        "-o",
+        "json",
+        "--on-fault",
+        "restart",
+        "--crash-loop",
+        "3",
+    ]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    let lines = json_lines(&out);
+    assert_eq!(getppid_count(&lines), 400_000, "the good plugin counts exactly: {err}");
+    let acct = accounting(&lines);
+    let flaky = plugin(acct, "flaky");
+    assert_eq!((u(&flaky["faults"]), u(&flaky["restarts"])), (4, 3), "{flaky}");
+    assert_eq!(u(&flaky["delivered"]), 0, "{flaky}");
+    let why = flaky["disabled"].as_str().unwrap();
+    assert!(why.starts_with("crash loop: 4 faults in a row before completing a call (limit 3)"), "{why}");
+    assert!(err.contains("plugin `flaky` disabled: crash loop"), "{err}");
+    let p = &flaky["probes"][0];
+    assert_eq!(u(&p["dropped_fault"]) + u(&p["filtered"]), 400_000, "{flaky}");
+    let good = plugin(acct, "syscount");
+    assert!(good["disabled"].is_null() && u(&good["restarts"]) == 0, "{good}");
+}
+
+#[test]
+fn a_plugin_over_its_cpu_budget_loses_its_events_counted_then_is_disabled() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 20 ms of work per batch, 10% of a CPU allowed: over budget every second.
+    let cmd = format!("{} 50 20000 100", workload("getppid_paced").display());
+    let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("slowpoke")).args([
+        "-c",
+        &cmd,
+        "-o",
+        "json",
+        "--cpu-budget",
+        "slowpoke=10",
+    ]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    let lines = json_lines(&out);
+    assert_eq!(getppid_count(&lines), 1_000_000, "{err}");
+    let acct = accounting(&lines);
+    let slow = plugin(acct, "slowpoke");
+    assert_eq!(slow["disabled"], "over its CPU budget (100 ms per second) for 3 seconds in a row", "{slow}");
+    assert!(u(&slow["dropped_budget"]) > 0 && u(&slow["budget_overruns"]) == 3, "{slow}");
+    let p = &slow["probes"][0];
+    let total = u(&p["filtered"]) + u(&p["delivered"]) + u(&p["dropped_budget"]) + u(&p["dropped_fault"]);
+    assert_eq!(total, 1_000_000, "every getppid accounted for: {slow}");
+    assert!(err.contains("plugin `slowpoke` is over its CPU budget (100 ms per second)"), "{err}");
+}
