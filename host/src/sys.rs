@@ -24,6 +24,15 @@ pub fn wall_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// Best effort: run the calling thread under SCHED_FIFO at the lowest real-time
+/// priority, so that a thread that mostly sleeps wakes on time on a loaded machine.
+/// Needs CAP_SYS_NICE (root); returns false without it.
+pub fn set_realtime() -> bool {
+    let param = libc::sched_param { sched_priority: 1 };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+}
+
 /// CPU time the calling thread has used, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)

@@ -85,3 +85,19 @@ fn a_plugin_importing_the_filesystem_is_refused_at_load() {
     let p = wasm("fsreader");
     fails_with(&["run", p.to_str().unwrap()], "imports `wasi:filesystem/");
 }
+
+#[test]
+fn bad_limits_name_the_flag_and_the_plugin() {
+    fails_with(
+        &["run", "syscount", "--cpu-budget", "150"],
+        "bad value `150` for --cpu-budget: expected a percentage of one CPU from 1 to 100",
+    );
+    fails_with(
+        &["run", "syscount", "--on-fault", "retry"],
+        "bad value `retry` for --on-fault: expected `disable` or `restart`",
+    );
+    fails_with(
+        &["run", "syscount", "--deadline", "nosuch=10ms"],
+        "--deadline names plugin `nosuch`, which is not in this run (plugins: syscount)",
+    );
+}

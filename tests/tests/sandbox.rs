@@ -211,3 +211,36 @@ fn a_plugin_over_its_cpu_budget_loses_its_events_counted_then_is_disabled() {
     assert_eq!(total, 1_000_000, "every getppid accounted for: {slow}");
     assert!(err.contains("plugin `slowpoke` is over its CPU budget (100 ms per second)"), "{err}");
 }
+
+#[test]
+fn hostile_plugins_in_a_replay_leave_the_good_plugins_report_unchanged() {
+    // No root: the same sandbox over a committed recording (1000 getppid calls).
+    let rec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/syscalls.wtrec");
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cases/syscount-text.out");
+    let o = run(wasmtap()
+        .arg("replay")
+        .arg(&rec)
+        .arg("syscount")
+        .args([wasm("spin"), wasm("trap"), wasm("sleeper"), wasm("flaky")])
+        .args(["--param", "syscount.top=0", "--param", "flaky.every=1", "--on-fault", "flaky=restart"])
+        .args(["--deadline", "50ms", "-o", "text", "--stats"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let expected = std::fs::read_to_string(golden).unwrap();
+    let ours: String = out.lines().filter(|l| !l.starts_with("flaky:")).map(|l| format!("{l}\n")).collect();
+    assert_eq!(ours, expected, "syscount's report is the golden one\n{err}");
+    assert!(err.contains("plugin `spin` disabled in on-batch: ran past its deadline of 50 ms"), "{err}");
+    assert!(
+        err.contains("plugin `trap` disabled in on-batch: trapped: wasm trap: out of bounds memory access"),
+        "{err}"
+    );
+    assert!(err.contains("plugin `sleeper` disabled in on-batch: tried to block in the host"), "{err}");
+    assert!(err.contains("plugin `flaky` faulted in on-batch: panicked: flaky: batch 1 of this life"), "{err}");
+    assert!(err.contains("faults 1  restarts 1"), "restarted once, at the end, to report: {err}");
+    assert!(out.contains("flaky: 0 events in this life"), "{out}");
+    assert!(
+        err.lines().any(|l| l.trim_start().starts_with("syscall:getppid:entry")
+            && l.contains("delivered          0  dropped      1000 (budget 0, fault 1000)")),
+        "{err}"
+    );
+}

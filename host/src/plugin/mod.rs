@@ -179,16 +179,18 @@ impl Budget {
 
 /// Where a plugin is in its life.
 enum Life {
+    /// Since when (the run's clock: the recording's in a replay), and how many calls completed.
     Running {
-        since: Instant,
+        since_ns: u64,
         ok_calls: u64,
     },
-    /// Faulted; restarts at `at`.
+    /// Faulted; restarts at `at_ns`.
     Restarting {
-        at: Instant,
+        at_ns: u64,
     },
     Disabled,
 }
+
 /// A subscription compiled for matching in the host.
 struct Sub {
     /// The probe, parsed; none for an optional probe that is missing here.
@@ -355,7 +357,7 @@ impl Runner {
             params: params.to_vec(),
             limits,
             instance: Some(instance),
-            life: Life::Running { since: Instant::now(), ok_calls: 0 },
+            life: Life::Running { since_ns: 0, ok_calls: 0 },
             crash_streak: 0,
             backoff_exp: 0,
             budget: Budget::new(live),
@@ -472,7 +474,7 @@ impl Runner {
                 Some(r)
             }
             Err(f) => {
-                self.fault(f, out);
+                self.fault(f, out, clock);
                 None
             }
         }
@@ -550,8 +552,8 @@ impl Runner {
     /// Restart a faulted plugin whose backoff is over; fire every interval subscription
     /// due at `now_ns`, in time order.
     pub fn tick_if_due(&mut self, now_ns: u64, out: &mut Output, clock: &Clock) {
-        if let Life::Restarting { at } = self.life {
-            if Instant::now() >= at {
+        if let Life::Restarting { at_ns } = self.life {
+            if now_ns >= at_ns {
                 self.restart(out, clock);
             }
         }
@@ -595,7 +597,7 @@ impl Runner {
     }
 
     /// Discard the faulted instance; restart it later or disable it, as its policy says.
-    fn fault(&mut self, fault: Fault, out: &mut Output) {
+    fn fault(&mut self, fault: Fault, out: &mut Output, clock: &Clock) {
         if let Some(inst) = self.instance.take() {
             self.retire(&inst);
         }
@@ -606,8 +608,9 @@ impl Runner {
             reason: fault.reason.clone(),
             elapsed_ms: fault.elapsed.as_millis() as u64,
         });
+        let now_ns = clock.mono_ns();
         let (lived, ok_calls) = match self.life {
-            Life::Running { since, ok_calls } => (since.elapsed(), ok_calls),
+            Life::Running { since_ns, ok_calls } => (Duration::from_nanos(now_ns.saturating_sub(since_ns)), ok_calls),
             _ => (Duration::ZERO, 0),
         };
         self.crash_streak = if ok_calls > 0 { 0 } else { self.crash_streak + 1 };
@@ -632,7 +635,7 @@ impl Runner {
         let delay = BACKOFF_BASE.saturating_mul(1 << self.backoff_exp.min(16)).min(BACKOFF_MAX);
         self.backoff_exp += 1;
         out.diag(&format!("plugin `{name}` faulted {fault}; restarting in {} ms", delay.as_millis()));
-        self.life = Life::Restarting { at: Instant::now() + delay };
+        self.life = Life::Restarting { at_ns: now_ns + delay.as_nanos() as u64 };
     }
 
     /// A new instance from the compiled plugin, started with the same parameters. It
@@ -641,16 +644,16 @@ impl Runner {
         self.stats.restarts += 1;
         let mut inst = match self.loaded.instantiate(*clock, &self.limits) {
             Ok(inst) => inst,
-            Err(f) => return self.fault(f, out),
+            Err(f) => return self.fault(f, out, clock),
         };
-        self.life = Life::Running { since: Instant::now(), ok_calls: 0 };
+        self.life = Life::Running { since_ns: clock.mono_ns(), ok_calls: 0 };
         match inst.start(&self.params) {
             Ok(Ok(plan)) if format!("{plan:?}") == format!("{:?}", self.original_plan()) => {}
             Ok(Ok(_)) => return self.disable_for("asked for a different plan when restarted", out),
             Ok(Err(message)) => return self.disable_for(&format!("refused to restart: {message}"), out),
             Err(f) => {
                 self.instance = Some(inst);
-                return self.fault(f, out);
+                return self.fault(f, out, clock);
             }
         }
         self.cpu_charged_ns = 0;

@@ -189,7 +189,9 @@ impl Sandbox {
         std::thread::Builder::new()
             .name("wasmtap-epoch".into())
             .spawn(move || {
-                // Ticks on an absolute schedule, so that sleeps that overshoot do not add up.
+                // Real-time where allowed, so that deadlines hold on a busy machine; ticks
+                // on an absolute schedule, so that sleeps that overshoot do not add up.
+                crate::sys::set_realtime();
                 let mut next = Instant::now() + TICK;
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(next.saturating_duration_since(Instant::now()));
