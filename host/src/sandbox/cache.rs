@@ -505,6 +505,25 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_owned_by_someone_else_is_not_used() {
+        // `/` belongs to root; as root, a fresh directory handed to nobody (uid 65534).
+        let dir = if crate::sys::euid() == 0 {
+            let dir = temp_dir("theirs");
+            std::fs::create_dir(&dir).unwrap();
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            dir
+        } else {
+            PathBuf::from("/")
+        };
+        let (_, outcome) = Cache::at(dir.clone()).component(&Engine::default(), EMPTY_COMPONENT).unwrap();
+        assert!(matches!(&outcome, Outcome::Uncached { reason } if reason.contains("is owned by uid")), "{outcome:?}");
+        if dir != Path::new("/") {
+            assert!(entries(&dir).is_empty());
+            std::fs::remove_dir(&dir).unwrap();
+        }
+    }
+
+    #[test]
     fn a_disabled_cache_compiles_and_a_bad_component_is_an_error() {
         let engine = Engine::default();
         let (_, outcome) = Cache::disabled().component(&engine, EMPTY_COMPONENT).unwrap();
