@@ -27,6 +27,18 @@ fn a_file_that_is_not_a_component_is_refused() {
 }
 
 #[test]
+fn an_oversized_plugin_is_refused_before_compiling() {
+    let path = std::env::temp_dir().join(format!("wasmtap-oversized-{}.wasm", std::process::id()));
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len((32 << 20) + 1).unwrap(); // sparse: no 32 MiB written
+    fails_with(
+        &["run", path.to_str().unwrap()],
+        &format!("plugin {} is too large: 33554433 bytes (at most 33554432)", path.display()),
+    );
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
 fn a_component_for_another_world_is_refused() {
     let p = wasm("otherworld");
     fails_with(&["run", p.to_str().unwrap()], "is not a wasmtap plugin (world wasmtap:plugin/plugin@0.1.0)");

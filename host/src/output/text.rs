@@ -225,7 +225,7 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
     }
     for p in &report.plugins {
         lines.push(plugin_line(p));
-        lines.push(format!("    limits: {}", limits(&p.limits)));
+        lines.push(format!("    limits: {}; code {}", limits(&p.limits), p.code));
         for s in p.probes.iter().filter(|s| s.filtered + s.delivered + s.dropped_budget + s.dropped_fault > 0) {
             lines.push(format!(
                 "    {:<34} filtered {:>9}  delivered {:>10}  dropped {:>9} (budget {}, fault {})",

@@ -119,6 +119,8 @@ pub struct PluginStats {
     pub warnings: Vec<String>,
     /// The limits it ran under.
     pub limits: Limits,
+    /// Where its machine code came from: `cached`, `compiled`, `rebuilt (why)`...
+    pub code: String,
     /// The same counts per subscribed probe.
     pub probes: Vec<ProbeStats>,
 }
@@ -345,11 +347,15 @@ impl Runner {
             .map_err(|message| PluginError::Refused { plugin: name.clone(), message })?;
         check_plan(&name, &plan)?;
         let mut warnings = Vec::new();
+        if let crate::sandbox::cache::Outcome::Rebuilt { reason } = loaded.cache_outcome() {
+            warnings.push(format!("its compiled-code cache entry was not valid ({reason}); compiled it again"));
+        }
         let subs = parse_subs(&name, &plan, &mut warnings)?;
         let own_subs = subs.len();
         let sub_stats =
             plan.subscriptions.iter().map(|s| ProbeStats { probe: s.probe.clone(), ..Default::default() }).collect();
-        let stats = PluginStats { name: name.clone(), warnings, limits: limits.clone(), ..Default::default() };
+        let code = loaded.cache_outcome().to_string();
+        let stats = PluginStats { name: name.clone(), code, warnings, limits: limits.clone(), ..Default::default() };
         Ok(Runner {
             info,
             plan,

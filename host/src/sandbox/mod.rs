@@ -7,6 +7,7 @@
 //! no network. A component importing anything else (files, sockets, http) is refused
 //! at load time.
 
+pub mod cache;
 mod host_api;
 
 use std::path::{Path, PathBuf};
@@ -16,10 +17,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use cache::{Cache, Outcome};
 
 wasmtime::component::bindgen!({
     world: "plugin",
@@ -96,6 +99,8 @@ pub enum SandboxError {
     ForbiddenImport { path: PathBuf, import: String },
     #[error("{path} is not a wasmtap plugin (world wasmtap:plugin/plugin@0.1.0): {reason}")]
     WrongWorld { path: PathBuf, reason: String },
+    #[error("plugin {path} is too large: {bytes} bytes (at most {max})")]
+    TooLarge { path: PathBuf, bytes: u64, max: u64 },
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
 }
@@ -169,6 +174,7 @@ pub struct Sandbox {
     linker: Linker<StoreState>,
     ticker_stop: Arc<AtomicBool>,
     symbols: SharedSymbols,
+    cache: Cache,
 }
 
 impl Sandbox {
@@ -200,7 +206,7 @@ impl Sandbox {
                 }
             })
             .map_err(|e| SandboxError::Engine(format!("cannot start the epoch thread: {e}")))?;
-        Ok(Sandbox { engine, linker, ticker_stop, symbols: Arc::default() })
+        Ok(Sandbox { engine, linker, ticker_stop, symbols: Arc::default(), cache: Cache::from_env() })
     }
 
     /// Answer plugins' `symbolize` calls with `symbols` from now on.
@@ -208,10 +214,18 @@ impl Sandbox {
         *self.symbols.lock().unwrap_or_else(|e| e.into_inner()) = Some(symbols);
     }
 
-    /// Compile and type-check a plugin file.
+    /// Keep compiled plugins in `cache` from now on (the default comes from the environment).
+    pub fn set_cache(&mut self, cache: Cache) {
+        self.cache = cache;
+    }
+
+    /// Compile (or take from the cache) and type-check a plugin file.
     pub fn load(&self, path: &Path) -> Result<LoadedPlugin, SandboxError> {
-        let bytes = std::fs::read(path).map_err(|source| SandboxError::Read { path: path.into(), source })?;
-        let component = Component::new(&self.engine, &bytes)
+        let bytes = cache::read_plugin(path)?;
+        let digest = cache::sha256(&bytes);
+        let (component, outcome) = self
+            .cache
+            .component_with_digest(&self.engine, &bytes, &digest)
             .map_err(|e| SandboxError::NotAComponent { path: path.into(), reason: first_line(&format!("{e:#}")) })?;
         for (name, _) in component.component_type().imports(&self.engine) {
             if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
@@ -222,7 +236,7 @@ impl Sandbox {
             |e: wasmtime::Error| SandboxError::WrongWorld { path: path.into(), reason: first_line(&format!("{e:#}")) };
         let pre = self.linker.instantiate_pre(&component).map_err(wrong)?;
         let pre = PluginPre::new(pre).map_err(wrong)?;
-        Ok(LoadedPlugin { pre, path: path.into(), symbols: self.symbols.clone() })
+        Ok(LoadedPlugin { pre, path: path.into(), symbols: self.symbols.clone(), digest, outcome })
     }
 }
 
@@ -237,12 +251,24 @@ pub struct LoadedPlugin {
     pre: PluginPre<StoreState>,
     path: PathBuf,
     symbols: SharedSymbols,
+    digest: cache::Digest,
+    outcome: Outcome,
 }
 
 impl LoadedPlugin {
     /// The file the plugin came from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The sha-256 of the plugin file's bytes.
+    pub fn digest(&self) -> cache::Digest {
+        self.digest
+    }
+
+    /// Whether the compiled code came from the cache.
+    pub fn cache_outcome(&self) -> &Outcome {
+        &self.outcome
     }
 
     /// A fresh instance in a store of its own, bounded by `limits`.
