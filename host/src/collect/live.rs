@@ -20,8 +20,9 @@ use aya::programs::{BtfTracePoint, PerfEvent, TracePoint, UProbe};
 use aya::{Btf, Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
-use super::agg::{KernelValues, SiteAttach, SiteConfig, AGG_KIND, VALUES_MAX};
+use super::agg::{KernelValues, SiteAttach, SiteConfig, VALUES_MAX};
 use super::probes::{collector_of, Collector};
+use super::rows::{self, counter_rows};
 use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::{Chunk, KernelCounters, KindCounters};
 
@@ -41,7 +42,6 @@ const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of records buffered between the drain thread and the pipeline, so that a plugin
 /// stalled up to its deadline loses nothing: ~2 M events at 112 bytes.
 const BYTES_IN_FLIGHT: u64 = 256 << 20;
-const SLOTS: u32 = 3;
 
 /// Why the live source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +89,8 @@ pub struct LiveConfig {
 /// Running collectors and their drain thread.
 pub struct Live {
     objects: Vec<(Collector, Ebpf)>,
+    /// The `COUNTERS` rows each collector can write.
+    counted: Vec<(Collector, Vec<u32>)>,
     /// Tracepoint, uprobe and USDT attachments (detached when dropped).
     _links: Vec<crate::sys::PerfLink>,
     stop: Arc<AtomicBool>,
@@ -162,12 +164,13 @@ impl Live {
             stop: stop.clone(),
             malformed: malformed.clone(),
         };
+        let counted = objects.iter().map(|(c, _)| (*c, counter_rows(*c, &config.table))).collect();
         let drain = std::thread::Builder::new()
             .name("wasmtap-ring".into())
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
         Ok((
-            Live { objects, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed, values },
+            Live { objects, counted, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed, values },
             ChunkReceiver { rx, in_flight },
         ))
     }
@@ -199,24 +202,20 @@ impl Live {
         self.values.take()
     }
 
-    /// The kernel's counters, summed over CPUs, plus the drain thread's.
+    /// The kernel's counters, summed over CPUs, plus the drain thread's. Reads only the
+    /// rows each collector can write (about 3 k map lookups with the syscall collector),
+    /// so it may be called while running.
     pub fn counters(&self) -> KernelCounters {
         let mut out = KernelCounters::default();
-        for (_, obj) in &self.objects {
+        for ((_, obj), (_, counted)) in self.objects.iter().zip(&self.counted) {
             let Some(map) = obj.map("COUNTERS") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
-            let row =
-                |kind: u32, s: u32| -> u64 { arr.get(&(kind * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
-            let agg = KindCounters { filtered: row(AGG_KIND, 0), emitted: row(AGG_KIND, 1), dropped: row(AGG_KIND, 2) };
-            if agg != KindCounters::default() {
-                out.aggregated = Some(agg);
-            }
-            for kind in Kind::ALL {
-                let slot = |s: u32| row(kind as u32, s);
-                let k = KindCounters { filtered: slot(0), emitted: slot(1), dropped: slot(2) };
-                if k != KindCounters::default() {
-                    out.kinds.insert(kind, k);
-                }
+            let get = |row: u32, s: u32| -> u64 {
+                arr.get(&(row * rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0)
+            };
+            for &row in counted {
+                let counts = KindCounters { filtered: get(row, 0), emitted: get(row, 1), dropped: get(row, 2) };
+                out.add_row(row, counts);
             }
         }
         out.pipeline_dropped = self.pipeline_drops.load(Ordering::Relaxed);
@@ -305,6 +304,10 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
     let map_err = |map: &'static str| {
         move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
     };
+    if c == Collector::Tracepoint && table.tracepoints.len() > rows::TP_SLOTS as usize {
+        let reason = format!("{} tracepoints, at most {} per run", table.tracepoints.len(), rows::TP_SLOTS);
+        return Err(CollectError::Map { collector: c, map: "TP_CONFIG", reason });
+    }
     if let Some(targets) = &f.targets {
         let mut m: HashMap<_, u32, u8> = HashMap::try_from(map_of(c, obj, "TARGETS")?).map_err(map_err("TARGETS"))?;
         for pid in targets {
@@ -346,7 +349,7 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
         Collector::Tracepoint => {
             let mut m: HashMap<_, u32, [u8; 80]> =
                 HashMap::try_from(map_of(c, obj, "TP_CONFIG")?).map_err(map_err("TP_CONFIG"))?;
-            for tp in &table.tracepoints {
+            for (slot, tp) in table.tracepoints.iter().enumerate() {
                 let mut v = [0u8; 80];
                 let fmt = &tp.format;
                 v[0..2].copy_from_slice(&(fmt.fixed_size().min(u16::MAX as u32) as u16).to_le_bytes());
@@ -357,6 +360,7 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
                     let off = f.offset as u16 | if f.relative { 0x8000 } else { 0 };
                     v[4 + 2 * i..6 + 2 * i].copy_from_slice(&off.to_le_bytes());
                 }
+                v[12..16].copy_from_slice(&(slot as u32).to_le_bytes());
                 v[16..80].copy_from_slice(&preds_bytes(&tp.preds));
                 m.insert(fmt.id, v, 0).map_err(map_err("TP_CONFIG"))?;
             }
@@ -388,9 +392,10 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
         Collector::Perf => {
             let mut m: Array<_, [u8; 72]> =
                 Array::try_from(map_of(c, obj, "PERF_CONFIG")?).map_err(map_err("PERF_CONFIG"))?;
-            for p in &table.perf {
+            for (slot, p) in table.perf.iter().enumerate() {
                 let mut v = [0u8; 72];
                 v[0] = p.stacks;
+                v[4..8].copy_from_slice(&(slot as u32).to_le_bytes());
                 v[8..72].copy_from_slice(&preds_bytes(&p.preds));
                 m.set(p.event, v, 0).map_err(map_err("PERF_CONFIG"))?;
             }
