@@ -210,9 +210,8 @@ impl Live {
         for ((_, obj), (_, counted)) in self.objects.iter().zip(&self.counted) {
             let Some(map) = obj.map("COUNTERS") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
-            let get = |row: u32, s: u32| -> u64 {
-                arr.get(&(row * rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0)
-            };
+            let get =
+                |row: u32, s: u32| -> u64 { arr.get(&(row * rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
             for &row in counted {
                 let counts = KindCounters { filtered: get(row, 0), emitted: get(row, 1), dropped: get(row, 2) };
                 out.add_row(row, counts);

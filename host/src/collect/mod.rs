@@ -205,10 +205,7 @@ mod row_map {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<ProbeRow, KindCounters>, D::Error> {
         let named: BTreeMap<String, KindCounters> = BTreeMap::deserialize(d)?;
-        named
-            .into_iter()
-            .map(|(name, v)| name.parse().map(|row| (row, v)).map_err(serde::de::Error::custom))
-            .collect()
+        named.into_iter().map(|(name, v)| name.parse().map(|row| (row, v)).map_err(serde::de::Error::custom)).collect()
     }
 }
 
@@ -252,7 +249,8 @@ mod tests {
 
     #[test]
     fn a_trailer_without_probe_rows_still_loads() {
-        let old = r#"{"kinds":{"sys_enter":{"filtered":0,"emitted":5,"dropped":0}},"pipeline_dropped":0,"malformed":0}"#;
+        let old =
+            r#"{"kinds":{"sys_enter":{"filtered":0,"emitted":5,"dropped":0}},"pipeline_dropped":0,"malformed":0}"#;
         let k: KernelCounters = serde_json::from_str(old).unwrap();
         assert_eq!(k.kinds[&Kind::SysEnter].emitted, 5);
         assert!(k.probes.is_empty());

@@ -45,8 +45,11 @@ pub const ROW_PERF: u32 = ROW_USER + USER_SLOTS;
 /// Rows in all (`WT_ROWS`).
 pub const ROWS: u32 = ROW_PERF + PERF_EVENTS;
 
+/// The row of index `i` of a class of rows.
+type RowOf = fn(u32) -> ProbeRow;
+
 /// The classes of rows past the kinds: first row, count, and the row of index `i`.
-const RANGES: [(u32, u32, fn(u32) -> ProbeRow); 5] = [
+const RANGES: [(u32, u32, RowOf); 5] = [
     (ROW_SYS_ENTER, NR_SYSCALLS, ProbeRow::SysEnter),
     (ROW_SYS_EXIT, NR_SYSCALLS, ProbeRow::SysExit),
     (ROW_TRACEPOINT, TP_SLOTS, ProbeRow::Tracepoint),
@@ -79,7 +82,7 @@ impl ProbeRow {
 
     /// The row of entry `i` of a table whose rows are `row(0..n)`, as the kernel
     /// picks it (`wt_row`): the kind's own row past the cap.
-    pub(crate) fn bounded(kind: Kind, i: usize, n: u32, row: fn(u32) -> ProbeRow) -> ProbeRow {
+    pub(crate) fn bounded(kind: Kind, i: usize, n: u32, row: RowOf) -> ProbeRow {
         match u32::try_from(i) {
             Ok(i) if i < n => row(i),
             _ => ProbeRow::Kind(kind),

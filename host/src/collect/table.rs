@@ -141,7 +141,7 @@ pub struct ProbeTable {
     pub tracepoints: Vec<TracepointEntry>,
     pub user: Vec<UserSlot>,
     pub perf: Vec<PerfEntry>,
-    /// Kernel comparisons per syscall: key `nr` for entries (offsets into args[6]),
+    /// Kernel comparisons per syscall: key `nr` for entries (offsets into `args[6]`),
     /// `512 + nr` for exits (offset 0: the return value).
     pub syscall_preds: BTreeMap<u32, Vec<Pred>>,
     /// Argument names of the syscalls subscribed by name, from their tracefs formats.
@@ -189,9 +189,8 @@ impl ProbeTable {
     /// `tracepoint:sched:sched_switch`, `uprobe:/bin/bash:readline`, `profile:hz:99`,
     /// `proc:exec`; the row's own name if the table does not know it.
     pub fn row_name(&self, row: ProbeRow) -> String {
-        let syscall = |nr: u32, end: &str| {
-            wasmtap_abi::syscall_name(i64::from(nr)).map(|name| format!("syscall:{name}:{end}"))
-        };
+        let syscall =
+            |nr: u32, end: &str| wasmtap_abi::syscall_name(i64::from(nr)).map(|name| format!("syscall:{name}:{end}"));
         let named = match row {
             ProbeRow::Kind(Kind::SysEnter) => Some("tracepoint:raw_syscalls:sys_enter".to_string()),
             ProbeRow::Kind(Kind::SysExit) => Some("tracepoint:raw_syscalls:sys_exit".to_string()),
@@ -199,10 +198,12 @@ impl ProbeTable {
             ProbeRow::Kind(_) => None,
             ProbeRow::SysEnter(nr) => syscall(nr, "entry"),
             ProbeRow::SysExit(nr) => syscall(nr, "exit"),
-            ProbeRow::Tracepoint(slot) => self.tracepoints.get(slot as usize).map(|t| match t.format.category.as_str() {
-                "btf" => format!("btf:{}", t.format.name),
-                cat => format!("tracepoint:{cat}:{}", t.format.name),
-            }),
+            ProbeRow::Tracepoint(slot) => {
+                self.tracepoints.get(slot as usize).map(|t| match t.format.category.as_str() {
+                    "btf" => format!("btf:{}", t.format.name),
+                    cat => format!("tracepoint:{cat}:{}", t.format.name),
+                })
+            }
             ProbeRow::User(slot) => self.user.get(slot as usize).map(|u| u.probe.clone()),
             ProbeRow::Perf(slot) => self.perf.get(slot as usize).map(|p| match p.freq {
                 Some(hz) => format!("profile:hz:{hz}"),
@@ -523,7 +524,8 @@ mod tests {
         assert_eq!(sys(Kind::SysEnter, sys_enter::SIZE, 512), Some(ProbeRow::Kind(Kind::SysEnter)));
         assert_eq!(sys(Kind::SysExit, sys_exit::SIZE, -1), Some(ProbeRow::Kind(Kind::SysExit)));
         assert_eq!(row(record(Kind::Exec, exec::ARGS, 0, &[])), Some(ProbeRow::Kind(Kind::Exec)));
-        let tp = |id: u32| row(record(Kind::Tracepoint, tracepoint::DATA + 80, tracepoint::EVENT_ID, &id.to_le_bytes()));
+        let tp =
+            |id: u32| row(record(Kind::Tracepoint, tracepoint::DATA + 80, tracepoint::EVENT_ID, &id.to_le_bytes()));
         assert_eq!(tp(316), Some(ProbeRow::Tracepoint(0)));
         assert_eq!(tp(0x10002), Some(ProbeRow::Tracepoint(1)));
         assert_eq!(tp(317), None, "not a tracepoint of this table");
