@@ -1,6 +1,8 @@
 //! The live event source: loads the collectors with aya, writes the kernel-side
 //! filters into their maps, and drains their ring buffers on a thread of its own so a
-//! slow plugin never stalls the kernel side. Needs root (CAP_BPF, CAP_PERFMON).
+//! slow plugin never stalls the kernel side: when the pipeline falls too far behind,
+//! the thread stops draining and the kernel counts what it cannot write, per probe
+//! ([`super::rows`]). Needs root (CAP_BPF, CAP_PERFMON).
 //!
 //! Ring buffers are written with `BPF_RB_NO_WAKEUP` (a wakeup costs a VM exit per event
 //! on these machines), so the drain thread polls every millisecond instead of waiting.
@@ -40,7 +42,8 @@ const SMALL_RING_BYTES: u32 = 16 << 20;
 /// Records per chunk handed to the pipeline (bytes).
 const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of records buffered between the drain thread and the pipeline, so that a plugin
-/// stalled up to its deadline loses nothing: ~2 M events at 112 bytes.
+/// stalled up to its deadline loses nothing: ~2 M events at 112 bytes. Past it, the
+/// drain thread waits and the rings fill: the kernel counts what it cannot write, per probe.
 const BYTES_IN_FLIGHT: u64 = 256 << 20;
 
 /// Why the live source could not start.
@@ -662,9 +665,12 @@ impl Drainer {
         let mut chunk = Chunk::with_capacity(CHUNK_BYTES + 4096);
         loop {
             let stopping = self.stop.load(Ordering::Relaxed);
+            if !stopping {
+                self.tx.wait_for_room(&self.stop);
+            }
             let got = self.drain_once(&mut chunk);
             if !chunk.bytes.is_empty() {
-                self.send(&mut chunk);
+                self.tx.send(&mut chunk);
             }
             if stopping {
                 return;
@@ -692,19 +698,17 @@ impl Drainer {
                 drop(item);
                 if chunk.bytes.len() >= CHUNK_BYTES {
                     self.tx.send(chunk);
+                    self.tx.wait_for_room(&self.stop);
                 }
             }
         }
         n
     }
-
-    fn send(&mut self, chunk: &mut Chunk) {
-        self.tx.send(chunk);
-    }
 }
 
-/// The drain thread's end of the pipeline: never blocks. Past [`BYTES_IN_FLIGHT`]
-/// unconsumed bytes, records are counted as dropped and the thread goes on.
+/// The drain thread's end of the pipeline. It never drops: past [`BYTES_IN_FLIGHT`]
+/// unconsumed bytes the thread stops draining ([`ChunkSender::wait_for_room`]), the
+/// rings fill, and the kernel counts the events it cannot write in their probes' rows.
 struct ChunkSender {
     tx: Sender<Chunk>,
     in_flight: Arc<AtomicU64>,
@@ -712,16 +716,27 @@ struct ChunkSender {
 }
 
 impl ChunkSender {
+    /// Hand a chunk to the pipeline; its records count as dropped only if the pipeline
+    /// is gone.
     fn send(&self, chunk: &mut Chunk) {
         let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
         let (records, bytes) = (full.records, full.bytes.len() as u64);
-        if self.in_flight.load(Ordering::Relaxed) + bytes > BYTES_IN_FLIGHT {
-            self.drops.fetch_add(records, Ordering::Relaxed);
-            return;
-        }
         self.in_flight.fetch_add(bytes, Ordering::Relaxed);
         if self.tx.send(full).is_err() {
+            self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
             self.drops.fetch_add(records, Ordering::Relaxed);
+        }
+    }
+
+    /// Backpressure: wait while the pipeline is more than [`BYTES_IN_FLIGHT`] behind.
+    /// Returns at once when stopping, since the pipeline then waits for this thread's
+    /// last drain instead of consuming (`Live::stop`), and when the pipeline is gone.
+    fn wait_for_room(&self, stop: &AtomicBool) {
+        while self.in_flight.load(Ordering::Relaxed) >= BYTES_IN_FLIGHT
+            && !stop.load(Ordering::Relaxed)
+            && Arc::strong_count(&self.in_flight) > 1
+        {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
