@@ -65,18 +65,19 @@ static __always_inline __u32 wt_add_stacks(void *ctx, __u8 *buf, __u32 off, __u3
 	return off + sizeof(counts);
 }
 
-/* Copy a finished record of `size` bytes from the scratch buffer into the ring. */
-static __always_inline void wt_output(__u32 kind, __u8 *buf, __u32 size)
+/* Copy a finished record of `size` bytes from the scratch buffer into the ring,
+ * counting it in `row`. */
+static __always_inline void wt_output(__u32 row, __u8 *buf, __u32 size)
 {
 	if (size < sizeof(struct wt_header) || size > WT_SCRATCH_BYTES) {
-		wt_count(kind, WT_SLOT_DROPPED);
+		wt_count(row, WT_SLOT_DROPPED);
 		return;
 	}
 	((struct wt_header *)buf)->size = size;
 	if (bpf_ringbuf_output(&EVENTS, buf, size, cfg_submit_flags))
-		wt_count(kind, WT_SLOT_DROPPED);
+		wt_count(row, WT_SLOT_DROPPED);
 	else
-		wt_count(kind, WT_SLOT_EMITTED);
+		wt_count(row, WT_SLOT_EMITTED);
 }
 
 #endif /* WASMTAP_EMIT_BPF_H */

@@ -61,18 +61,26 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, WT_KINDS * WT_SLOTS);
+	__uint(max_entries, WT_ROWS * WT_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } COUNTERS SEC(".maps");
 
-static __always_inline void wt_count(__u32 kind, __u32 slot)
+/* Count one event in `row` (wasmtap.h): one lookup, whatever the row. */
+static __always_inline void wt_count(__u32 row, __u32 slot)
 {
-	__u32 key = kind * WT_SLOTS + slot;
+	__u32 key = row * WT_SLOTS + slot;
 	__u64 *v = bpf_map_lookup_elem(&COUNTERS, &key);
 
 	if (v)
 		*v += 1;
+}
+
+/* The row of entry `i` of a probe table whose rows start at `base` and number `n`;
+ * the kind's own row if `i` is out of range. */
+static __always_inline __u32 wt_row(__u32 kind, __u32 base, __u32 n, __u64 i)
+{
+	return i < n ? base + (__u32)i : kind;
 }
 
 #define WT_CGROUP_LEVELS_MAX 16
@@ -95,9 +103,10 @@ static __always_inline int wt_in_cgroups(void)
 	return 0;
 }
 
-/* Process-level filters: 1 when the current task's events may be emitted. Events of
- * our own process return 0 without being counted: the host never traces itself. */
-static __always_inline int wt_pass_task(__u32 kind, __u32 tgid)
+/* Process-level filters: 1 when the current task's events may be emitted; a rejection
+ * is counted in `row`. Events of our own process return 0 without being counted: the
+ * host never traces itself. */
+static __always_inline int wt_pass_task(__u32 row, __u32 tgid)
 {
 	if (tgid == cfg_self_tgid)
 		return 0;
@@ -120,7 +129,7 @@ static __always_inline int wt_pass_task(__u32 kind, __u32 tgid)
 		goto filtered;
 	return 1;
 filtered:
-	wt_count(kind, WT_SLOT_FILTERED);
+	wt_count(row, WT_SLOT_FILTERED);
 	return 0;
 }
 
@@ -165,7 +174,7 @@ static __always_inline int wt_pred_holds(const struct wt_pred *p, const void *ba
 }
 
 /* All comparisons of a list hold (an empty list passes); counts a rejection. */
-static __always_inline int wt_preds_pass(__u32 kind, const struct wt_preds *preds, const void *base)
+static __always_inline int wt_preds_pass(__u32 row, const struct wt_preds *preds, const void *base)
 {
 	int i;
 
@@ -175,7 +184,7 @@ static __always_inline int wt_preds_pass(__u32 kind, const struct wt_preds *pred
 		if (!p->op)
 			break;
 		if (!wt_pred_holds(p, base)) {
-			wt_count(kind, WT_SLOT_FILTERED);
+			wt_count(row, WT_SLOT_FILTERED);
 			return 0;
 		}
 	}

@@ -13,11 +13,10 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define WT_PERF_EVENTS 12 /* PERF_COUNT_SW_MAX on 6.x */
-
 struct wt_perf_config {
 	__u8 stacks;
-	__u8 pad[7];
+	__u8 pad[3];
+	__u32 slot;            /* the host's index of the entry: its counter row */
 	struct wt_preds preds; /* offsets into the record */
 };
 
@@ -33,9 +32,13 @@ static __always_inline int wt_perf(struct bpf_perf_event_data *ctx, __u32 event)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, size;
 	struct wt_perf_config *cfg = bpf_map_lookup_elem(&PERF_CONFIG, &event);
 	struct wt_sample *e;
+	__u32 row;
 	__u8 *buf;
 
-	if (!cfg || !wt_pass_task(WT_SAMPLE, tgid))
+	if (!cfg)
+		return 0;
+	row = wt_row(WT_SAMPLE, WT_ROW_PERF, WT_PERF_EVENTS, cfg->slot);
+	if (!wt_pass_task(row, tgid))
 		return 0;
 	buf = wt_scratch();
 	if (!buf)
@@ -46,12 +49,12 @@ static __always_inline int wt_perf(struct bpf_perf_event_data *ctx, __u32 event)
 	e->cpu = bpf_get_smp_processor_id();
 	e->addr = ctx->addr;
 	e->ip = PT_REGS_IP(&ctx->regs);
-	if (!wt_preds_pass(WT_SAMPLE, &cfg->preds, buf))
+	if (!wt_preds_pass(row, &cfg->preds, buf))
 		return 0;
 	size = sizeof(*e);
 	if (cfg->stacks)
 		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(WT_SAMPLE, buf, size);
+	wt_output(row, buf, size);
 	return 0;
 }
 

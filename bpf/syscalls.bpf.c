@@ -3,7 +3,8 @@
  * syscalls: every syscall's entry (number and six arguments) and exit (return value),
  * via the typed raw tracepoints sys_enter/sys_exit, the cheapest hook on this kernel.
  * Filters: those of filter.bpf.h, a syscall-number set, and per syscall comparisons on
- * its arguments (entry) or return value (exit).
+ * its arguments (entry) or return value (exit). Every event is counted in the row of
+ * its syscall id (WT_ROW_SYS_ENTER/EXIT + id), ids out of range in the kind's row.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -12,8 +13,6 @@
 #include "filter.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-#define WT_NR_SYSCALLS 512
 
 const volatile __u32 cfg_filter_syscalls = 0;
 const volatile __u32 cfg_filter_args = 0;
@@ -34,14 +33,14 @@ struct {
 	__type(value, struct wt_preds);
 } ARG_PREDS SEC(".maps");
 
-static __always_inline int wt_pass_args(__u32 kind, __u32 key, const void *values)
+static __always_inline int wt_pass_args(__u32 row, __u32 key, const void *values)
 {
 	struct wt_preds *preds = bpf_map_lookup_elem(&ARG_PREDS, &key);
 
-	return !preds || wt_preds_pass(kind, preds, values);
+	return !preds || wt_preds_pass(row, preds, values);
 }
 
-static __always_inline int wt_pass_syscall(__u32 kind, long id)
+static __always_inline int wt_pass_syscall(__u32 row, long id)
 {
 	__u32 key = (__u32)id;
 	__u8 *on;
@@ -51,7 +50,7 @@ static __always_inline int wt_pass_syscall(__u32 kind, long id)
 	on = bpf_map_lookup_elem(&SYSCALLS, &key);
 	if (on && *on)
 		return 1;
-	wt_count(kind, WT_SLOT_FILTERED);
+	wt_count(row, WT_SLOT_FILTERED);
 	return 0;
 }
 
@@ -59,19 +58,20 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 row = wt_row(WT_SYS_ENTER, WT_ROW_SYS_ENTER, WT_NR_SYSCALLS, id);
 	struct wt_sys_enter *e;
 
-	if (!wt_pass_task(WT_SYS_ENTER, tgid) || !wt_pass_syscall(WT_SYS_ENTER, id))
+	if (!wt_pass_task(row, tgid) || !wt_pass_syscall(row, id))
 		return 0;
 	if (cfg_filter_args) {
 		__u64 args[6] = { regs->di, regs->si, regs->dx, regs->r10, regs->r8, regs->r9 };
 
-		if (!wt_pass_args(WT_SYS_ENTER, (__u32)id, args))
+		if (!wt_pass_args(row, (__u32)id, args))
 			return 0;
 	}
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
-		wt_count(WT_SYS_ENTER, WT_SLOT_DROPPED);
+		wt_count(row, WT_SLOT_DROPPED);
 		return 0;
 	}
 	wt_fill_header(&e->h, WT_SYS_ENTER, sizeof(*e));
@@ -83,7 +83,7 @@ int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 	e->args[4] = regs->r8;
 	e->args[5] = regs->r9;
 	bpf_ringbuf_submit(e, cfg_submit_flags);
-	wt_count(WT_SYS_ENTER, WT_SLOT_EMITTED);
+	wt_count(row, WT_SLOT_EMITTED);
 	return 0;
 }
 
@@ -92,22 +92,23 @@ int BPF_PROG(wt_sys_exit, struct pt_regs *regs, long ret)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	long id = regs->orig_ax;
+	__u32 row = wt_row(WT_SYS_EXIT, WT_ROW_SYS_EXIT, WT_NR_SYSCALLS, id);
 	struct wt_sys_exit *e;
 
-	if (!wt_pass_task(WT_SYS_EXIT, tgid) || !wt_pass_syscall(WT_SYS_EXIT, id))
+	if (!wt_pass_task(row, tgid) || !wt_pass_syscall(row, id))
 		return 0;
-	if (cfg_filter_args && !wt_pass_args(WT_SYS_EXIT, WT_NR_SYSCALLS + (__u32)id, &ret))
+	if (cfg_filter_args && !wt_pass_args(row, WT_NR_SYSCALLS + (__u32)id, &ret))
 		return 0;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
-		wt_count(WT_SYS_EXIT, WT_SLOT_DROPPED);
+		wt_count(row, WT_SLOT_DROPPED);
 		return 0;
 	}
 	wt_fill_header(&e->h, WT_SYS_EXIT, sizeof(*e));
 	e->id = id;
 	e->ret = ret;
 	bpf_ringbuf_submit(e, cfg_submit_flags);
-	wt_count(WT_SYS_EXIT, WT_SLOT_EMITTED);
+	wt_count(row, WT_SLOT_EMITTED);
 	return 0;
 }
 

@@ -4,8 +4,9 @@
  * apart by the attach cookie, which the host sets to the event id (the tracefs `id`
  * file; the entry's own `common_type` is not filled in yet when BPF runs), and looks
  * up what the host configured for it: how many bytes to keep, where its dynamic fields'
- * locators sit, comparisons on its fields, and stacks. The record carries the raw
- * entry; the host gives plugins the field layout from the tracefs format file.
+ * locators sit, comparisons on its fields, stacks, and its slot (its counter row). The
+ * record carries the raw entry; the host gives plugins the field layout from the
+ * tracefs format file.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -23,16 +24,21 @@ struct wt_tp_config {
 	__u8 n_dyn;                   /* dynamic fields */
 	__u8 stacks;                  /* WT_STACK_KERNEL | WT_STACK_USER */
 	__u16 dyn_off[WT_TP_DYN_MAX]; /* offsets of their u32 locators */
-	__u32 pad;
+	__u32 slot;                   /* the host's index of the tracepoint: its counter row */
 	struct wt_preds preds;        /* offsets into the entry */
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, WT_TP_SLOTS);
 	__type(key, __u32);
 	__type(value, struct wt_tp_config);
 } TP_CONFIG SEC(".maps");
+
+static __always_inline __u32 wt_tp_row(const struct wt_tp_config *cfg)
+{
+	return wt_row(WT_TRACEPOINT, WT_ROW_TRACEPOINT, WT_TP_SLOTS, cfg->slot);
+}
 
 /* The entry's length: the fixed part, or the end of its farthest dynamic field. */
 static __always_inline __u32 wt_entry_len(void *ctx, const struct wt_tp_config *cfg)
@@ -66,21 +72,24 @@ static __always_inline void wt_tp_emit(void *ctx, __u8 *buf, const struct wt_tp_
 	size = (sizeof(struct wt_tracepoint) + len + 7) & ~7U;
 	if (cfg->stacks)
 		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(WT_TRACEPOINT, buf, size);
+	wt_output(wt_tp_row(cfg), buf, size);
 }
 
 SEC("tracepoint")
 int wt_tracepoint(void *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 id = (__u32)bpf_get_attach_cookie(ctx), tgid = pid_tgid >> 32, len;
+	__u32 id = (__u32)bpf_get_attach_cookie(ctx), tgid = pid_tgid >> 32, len, row;
 	struct trace_entry *common;
 	struct wt_tp_config *cfg;
 	struct wt_tracepoint *e;
 	__u8 *buf;
 
 	cfg = bpf_map_lookup_elem(&TP_CONFIG, &id);
-	if (!cfg || !wt_pass_task(WT_TRACEPOINT, tgid) || !wt_preds_pass(WT_TRACEPOINT, &cfg->preds, ctx))
+	if (!cfg)
+		return 0;
+	row = wt_tp_row(cfg);
+	if (!wt_pass_task(row, tgid) || !wt_preds_pass(row, &cfg->preds, ctx))
 		return 0;
 	buf = wt_scratch();
 	if (!buf)
@@ -180,7 +189,7 @@ static __always_inline __u8 *wt_btf_begin(__u32 id, struct wt_tp_config **cfgp)
 	struct trace_entry *common;
 	__u8 *buf;
 
-	if (!cfg || !wt_pass_task(WT_TRACEPOINT, pid_tgid >> 32))
+	if (!cfg || !wt_pass_task(wt_tp_row(cfg), pid_tgid >> 32))
 		return NULL;
 	buf = wt_scratch();
 	if (!buf)
@@ -199,7 +208,7 @@ static __always_inline __u8 *wt_btf_begin(__u32 id, struct wt_tp_config **cfgp)
 /* Finish a BTF record: its comparisons run on the data built, not on the context. */
 static __always_inline void wt_btf_end(void *ctx, __u8 *buf, struct wt_tp_config *cfg, __u32 len)
 {
-	if (wt_preds_pass(WT_TRACEPOINT, &cfg->preds, buf + sizeof(struct wt_tracepoint)))
+	if (wt_preds_pass(wt_tp_row(cfg), &cfg->preds, buf + sizeof(struct wt_tracepoint)))
 		wt_tp_emit(ctx, buf, cfg, len);
 }
 

@@ -13,8 +13,6 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define WT_USER_SLOTS 256
-
 enum wt_user_mode {
 	WT_MODE_UPROBE = 1,
 	WT_MODE_URETPROBE = 2,
@@ -91,10 +89,11 @@ static __always_inline int wt_user(struct pt_regs *ctx)
 {
 	__u32 slot = (__u32)bpf_get_attach_cookie(ctx), tgid = bpf_get_current_pid_tgid() >> 32, size, i;
 	struct wt_user_config *cfg = bpf_map_lookup_elem(&USER_CONFIG, &slot);
+	__u32 row = wt_row(WT_USER, WT_ROW_USER, WT_USER_SLOTS, slot);
 	struct wt_user *e;
 	__u8 *buf;
 
-	if (!cfg || !wt_pass_task(WT_USER, tgid))
+	if (!cfg || !wt_pass_task(row, tgid))
 		return 0;
 	buf = wt_scratch();
 	if (!buf)
@@ -130,12 +129,12 @@ static __always_inline int wt_user(struct pt_regs *ctx)
 	default:
 		return 0;
 	}
-	if (!wt_preds_pass(WT_USER, &cfg->preds, buf))
+	if (!wt_preds_pass(row, &cfg->preds, buf))
 		return 0;
 	size = sizeof(*e);
 	if (cfg->stacks)
 		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(WT_USER, buf, size);
+	wt_output(row, buf, size);
 	return 0;
 }
 

@@ -22,7 +22,7 @@ enum wt_kind {
 	WT_SAMPLE = 8,     /* perf software event: cpu-clock sampling, page faults... */
 };
 
-/* Per-CPU counter slots, per kind: COUNTERS[kind * WT_SLOTS + slot]. */
+/* Per-CPU counter slots, per row: COUNTERS[row * WT_SLOTS + slot]. */
 enum wt_slot {
 	WT_SLOT_FILTERED = 0, /* seen, rejected by a kernel filter */
 	WT_SLOT_EMITTED = 1,  /* written to the ring buffer */
@@ -30,6 +30,30 @@ enum wt_slot {
 	WT_SLOTS = 3,
 };
 #define WT_KINDS 16
+
+/*
+ * Counter rows: each event is counted once, in the row of the finest probe its
+ * collector knows (the host sums rows into per-kind totals). Rows below WT_KINDS are
+ * record kinds with no finer row (exec, fork, exit; syscall ids out of range; the
+ * aggregation collector's WT_AGG_KIND). The sizes are the collectors' own caps.
+ */
+#define WT_NR_SYSCALLS 512 /* syscall ids with a row (and a SYSCALLS/ARG_PREDS entry) */
+#define WT_TP_SLOTS 1024   /* tracepoints per run (TP_CONFIG entries) */
+#define WT_USER_SLOTS 256  /* uprobe/USDT attachments per run (USER_CONFIG entries) */
+#define WT_PERF_EVENTS 12  /* perf software events (PERF_COUNT_SW_MAX on 6.x) */
+#define WT_ROW_SYS_ENTER 16   /* + syscall id */
+#define WT_ROW_SYS_EXIT 528   /* + syscall id */
+#define WT_ROW_TRACEPOINT 1040 /* + the tracepoint's slot (struct wt_tp_config) */
+#define WT_ROW_USER 2064      /* + the attach cookie */
+#define WT_ROW_PERF 2320      /* + the perf entry's slot (struct wt_perf_config) */
+#define WT_ROWS 2332
+
+_Static_assert(WT_ROW_SYS_ENTER == WT_KINDS, "rows: kinds, then syscall entries");
+_Static_assert(WT_ROW_SYS_EXIT == WT_ROW_SYS_ENTER + WT_NR_SYSCALLS, "rows: syscall exits");
+_Static_assert(WT_ROW_TRACEPOINT == WT_ROW_SYS_EXIT + WT_NR_SYSCALLS, "rows: tracepoints");
+_Static_assert(WT_ROW_USER == WT_ROW_TRACEPOINT + WT_TP_SLOTS, "rows: user probes");
+_Static_assert(WT_ROW_PERF == WT_ROW_USER + WT_USER_SLOTS, "rows: perf events");
+_Static_assert(WT_ROWS == WT_ROW_PERF + WT_PERF_EVENTS, "rows: end");
 
 struct wt_header {
 	__u16 kind;

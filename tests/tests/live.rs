@@ -30,6 +30,64 @@ fn syscount_counts_exactly_one_million_getppid_under_c() {
     assert_eq!(lost["data"]["events"], 0);
 }
 
+/// The `kernel` object of the accounting record of a JSON run.
+fn kernel_accounting(lines: &[serde_json::Value]) -> &serde_json::Value {
+    &lines.iter().find(|v| v["type"] == "accounting").expect("accounting record")["data"]["kernel"]
+}
+
+#[test]
+fn kernel_counts_every_getppid_of_a_streamed_run_in_its_own_row() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("getppid_loop");
+    let cmd = format!("{} 200000", w.display());
+    let syscount = |params: &[&str]| {
+        let mut args = vec!["run", "syscount", "-c", &cmd, "-o", "json", "--stats", "--param", "mode=stream"];
+        for p in params {
+            args.extend(["--param", p]);
+        }
+        let o = run(wasmtap().args(&args));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json_lines(&stdout(&o))
+    };
+
+    // Every syscall streamed: getppid (110 on x86_64) has its own row, and every call
+    // of the workload was written to the ring, none lost.
+    let lines = syscount(&[]);
+    let kernel = kernel_accounting(&lines);
+    let row = &kernel["probes"]["sys_enter:110"];
+    assert_eq!(row["emitted"], 200_000, "{kernel}");
+    assert_eq!(row["dropped"], 0, "{kernel}");
+    let seen = ["filtered", "emitted", "dropped"].map(|s| row[s].as_u64().unwrap()).iter().sum::<u64>();
+    assert!(seen >= 200_000, "{kernel}");
+    let map = lines.iter().find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some()).expect("@syscall map");
+    assert_eq!(map["data"]["@syscall"]["getppid"], 200_000, "the plugin got what the kernel emitted");
+    // syscount streams sys_enter only, and aggregates nothing in the kernel; the rows
+    // add up to the per-kind totals.
+    let probes = kernel["probes"].as_object().expect("probe rows");
+    assert!(probes.keys().all(|k| k.starts_with("sys_enter:")), "{kernel}");
+    assert!(kernel.get("aggregated").is_none(), "{kernel}");
+    for slot in ["filtered", "emitted", "dropped"] {
+        let sum: u64 = probes.values().map(|r| r[slot].as_u64().unwrap()).sum();
+        assert_eq!(kernel["kinds"]["sys_enter"][slot], sum, "{slot}: {kernel}");
+    }
+    assert_eq!(kernel["pipeline_dropped"], 0);
+
+    // Only getppid: the kernel rejects every other syscall by its number, and counts
+    // each rejection in that syscall's row, not in getppid's.
+    let lines = syscount(&["syscall=getppid"]);
+    let kernel = kernel_accounting(&lines);
+    let probes = kernel["probes"].as_object().expect("probe rows");
+    assert_eq!(probes["sys_enter:110"]["emitted"], 200_000, "{kernel}");
+    for (name, row) in probes.iter().filter(|(k, _)| *k != "sys_enter:110") {
+        assert_eq!(row["emitted"], 0, "{name}: {kernel}");
+        assert!(row["filtered"].as_u64().unwrap() > 0, "{name}: {kernel}");
+    }
+    assert!(probes.len() > 1, "the workload's other syscalls were filtered by number: {kernel}");
+}
+
 #[test]
 fn execsnoop_reports_every_exec_of_a_burst_with_pids_and_argv() {
     if !require_root() {

@@ -1,6 +1,8 @@
 //! The live event source: loads the collectors with aya, writes the kernel-side
 //! filters into their maps, and drains their ring buffers on a thread of its own so a
-//! slow plugin never stalls the kernel side. Needs root (CAP_BPF, CAP_PERFMON).
+//! slow plugin never stalls the kernel side: when the pipeline falls too far behind,
+//! the thread stops draining and the kernel counts what it cannot write, per probe
+//! ([`super::rows`]). Needs root (CAP_BPF, CAP_PERFMON).
 //!
 //! Ring buffers are written with `BPF_RB_NO_WAKEUP` (a wakeup costs a VM exit per event
 //! on these machines), so the drain thread polls every millisecond instead of waiting.
@@ -20,8 +22,9 @@ use aya::programs::{BtfTracePoint, PerfEvent, TracePoint, UProbe};
 use aya::{Btf, Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
-use super::agg::{KernelValues, SiteAttach, SiteConfig, AGG_KIND, VALUES_MAX};
+use super::agg::{KernelValues, SiteAttach, SiteConfig, VALUES_MAX};
 use super::probes::{collector_of, Collector};
+use super::rows::{self, counter_rows};
 use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::{Chunk, KernelCounters, KindCounters};
 
@@ -39,9 +42,9 @@ const SMALL_RING_BYTES: u32 = 16 << 20;
 /// Records per chunk handed to the pipeline (bytes).
 const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of records buffered between the drain thread and the pipeline, so that a plugin
-/// stalled up to its deadline loses nothing: ~2 M events at 112 bytes.
+/// stalled up to its deadline loses nothing: ~2 M events at 112 bytes. Past it, the
+/// drain thread waits and the rings fill: the kernel counts what it cannot write, per probe.
 const BYTES_IN_FLIGHT: u64 = 256 << 20;
-const SLOTS: u32 = 3;
 
 /// Why the live source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +92,8 @@ pub struct LiveConfig {
 /// Running collectors and their drain thread.
 pub struct Live {
     objects: Vec<(Collector, Ebpf)>,
+    /// The `COUNTERS` rows each collector can write.
+    counted: Vec<(Collector, Vec<u32>)>,
     /// Tracepoint, uprobe and USDT attachments (detached when dropped).
     _links: Vec<crate::sys::PerfLink>,
     stop: Arc<AtomicBool>,
@@ -162,12 +167,13 @@ impl Live {
             stop: stop.clone(),
             malformed: malformed.clone(),
         };
+        let counted = objects.iter().map(|(c, _)| (*c, counter_rows(*c, &config.table))).collect();
         let drain = std::thread::Builder::new()
             .name("wasmtap-ring".into())
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
         Ok((
-            Live { objects, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed, values },
+            Live { objects, counted, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed, values },
             ChunkReceiver { rx, in_flight },
         ))
     }
@@ -199,24 +205,19 @@ impl Live {
         self.values.take()
     }
 
-    /// The kernel's counters, summed over CPUs, plus the drain thread's.
+    /// The kernel's counters, summed over CPUs, plus the drain thread's. Reads only the
+    /// rows each collector can write (about 3 k map lookups with the syscall collector),
+    /// so it may be called while running.
     pub fn counters(&self) -> KernelCounters {
         let mut out = KernelCounters::default();
-        for (_, obj) in &self.objects {
+        for ((_, obj), (_, counted)) in self.objects.iter().zip(&self.counted) {
             let Some(map) = obj.map("COUNTERS") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
-            let row =
-                |kind: u32, s: u32| -> u64 { arr.get(&(kind * SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
-            let agg = KindCounters { filtered: row(AGG_KIND, 0), emitted: row(AGG_KIND, 1), dropped: row(AGG_KIND, 2) };
-            if agg != KindCounters::default() {
-                out.aggregated = Some(agg);
-            }
-            for kind in Kind::ALL {
-                let slot = |s: u32| row(kind as u32, s);
-                let k = KindCounters { filtered: slot(0), emitted: slot(1), dropped: slot(2) };
-                if k != KindCounters::default() {
-                    out.kinds.insert(kind, k);
-                }
+            let get =
+                |row: u32, s: u32| -> u64 { arr.get(&(row * rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
+            for &row in counted {
+                let counts = KindCounters { filtered: get(row, 0), emitted: get(row, 1), dropped: get(row, 2) };
+                out.add_row(row, counts);
             }
         }
         out.pipeline_dropped = self.pipeline_drops.load(Ordering::Relaxed);
@@ -305,6 +306,10 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
     let map_err = |map: &'static str| {
         move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
     };
+    if c == Collector::Tracepoint && table.tracepoints.len() > rows::TP_SLOTS as usize {
+        let reason = format!("{} tracepoints, at most {} per run", table.tracepoints.len(), rows::TP_SLOTS);
+        return Err(CollectError::Map { collector: c, map: "TP_CONFIG", reason });
+    }
     if let Some(targets) = &f.targets {
         let mut m: HashMap<_, u32, u8> = HashMap::try_from(map_of(c, obj, "TARGETS")?).map_err(map_err("TARGETS"))?;
         for pid in targets {
@@ -346,7 +351,7 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
         Collector::Tracepoint => {
             let mut m: HashMap<_, u32, [u8; 80]> =
                 HashMap::try_from(map_of(c, obj, "TP_CONFIG")?).map_err(map_err("TP_CONFIG"))?;
-            for tp in &table.tracepoints {
+            for (slot, tp) in table.tracepoints.iter().enumerate() {
                 let mut v = [0u8; 80];
                 let fmt = &tp.format;
                 v[0..2].copy_from_slice(&(fmt.fixed_size().min(u16::MAX as u32) as u16).to_le_bytes());
@@ -357,6 +362,7 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
                     let off = f.offset as u16 | if f.relative { 0x8000 } else { 0 };
                     v[4 + 2 * i..6 + 2 * i].copy_from_slice(&off.to_le_bytes());
                 }
+                v[12..16].copy_from_slice(&(slot as u32).to_le_bytes());
                 v[16..80].copy_from_slice(&preds_bytes(&tp.preds));
                 m.insert(fmt.id, v, 0).map_err(map_err("TP_CONFIG"))?;
             }
@@ -388,9 +394,10 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
         Collector::Perf => {
             let mut m: Array<_, [u8; 72]> =
                 Array::try_from(map_of(c, obj, "PERF_CONFIG")?).map_err(map_err("PERF_CONFIG"))?;
-            for p in &table.perf {
+            for (slot, p) in table.perf.iter().enumerate() {
                 let mut v = [0u8; 72];
                 v[0] = p.stacks;
+                v[4..8].copy_from_slice(&(slot as u32).to_le_bytes());
                 v[8..72].copy_from_slice(&preds_bytes(&p.preds));
                 m.set(p.event, v, 0).map_err(map_err("PERF_CONFIG"))?;
             }
@@ -658,9 +665,12 @@ impl Drainer {
         let mut chunk = Chunk::with_capacity(CHUNK_BYTES + 4096);
         loop {
             let stopping = self.stop.load(Ordering::Relaxed);
+            if !stopping {
+                self.tx.wait_for_room(&self.stop);
+            }
             let got = self.drain_once(&mut chunk);
             if !chunk.bytes.is_empty() {
-                self.send(&mut chunk);
+                self.tx.send(&mut chunk);
             }
             if stopping {
                 return;
@@ -688,19 +698,17 @@ impl Drainer {
                 drop(item);
                 if chunk.bytes.len() >= CHUNK_BYTES {
                     self.tx.send(chunk);
+                    self.tx.wait_for_room(&self.stop);
                 }
             }
         }
         n
     }
-
-    fn send(&mut self, chunk: &mut Chunk) {
-        self.tx.send(chunk);
-    }
 }
 
-/// The drain thread's end of the pipeline: never blocks. Past [`BYTES_IN_FLIGHT`]
-/// unconsumed bytes, records are counted as dropped and the thread goes on.
+/// The drain thread's end of the pipeline. It never drops: past [`BYTES_IN_FLIGHT`]
+/// unconsumed bytes the thread stops draining ([`ChunkSender::wait_for_room`]), the
+/// rings fill, and the kernel counts the events it cannot write in their probes' rows.
 struct ChunkSender {
     tx: Sender<Chunk>,
     in_flight: Arc<AtomicU64>,
@@ -708,16 +716,27 @@ struct ChunkSender {
 }
 
 impl ChunkSender {
+    /// Hand a chunk to the pipeline; its records count as dropped only if the pipeline
+    /// is gone.
     fn send(&self, chunk: &mut Chunk) {
         let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
         let (records, bytes) = (full.records, full.bytes.len() as u64);
-        if self.in_flight.load(Ordering::Relaxed) + bytes > BYTES_IN_FLIGHT {
-            self.drops.fetch_add(records, Ordering::Relaxed);
-            return;
-        }
         self.in_flight.fetch_add(bytes, Ordering::Relaxed);
         if self.tx.send(full).is_err() {
+            self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
             self.drops.fetch_add(records, Ordering::Relaxed);
+        }
+    }
+
+    /// Backpressure: wait while the pipeline is more than [`BYTES_IN_FLIGHT`] behind.
+    /// Returns at once when stopping, since the pipeline then waits for this thread's
+    /// last drain instead of consuming (`Live::stop`), and when the pipeline is gone.
+    fn wait_for_room(&self, stop: &AtomicBool) {
+        while self.in_flight.load(Ordering::Relaxed) >= BYTES_IN_FLIGHT
+            && !stop.load(Ordering::Relaxed)
+            && Arc::strong_count(&self.in_flight) > 1
+        {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

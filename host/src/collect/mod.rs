@@ -7,10 +7,13 @@ pub mod elf;
 pub mod live;
 pub mod probes;
 pub mod recording;
+pub mod rows;
 pub mod table;
 pub mod tracefs;
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use wasmtap_abi::Kind;
@@ -39,11 +42,94 @@ pub struct KindCounters {
     pub dropped: u64,
 }
 
+impl std::ops::AddAssign for KindCounters {
+    fn add_assign(&mut self, o: KindCounters) {
+        self.filtered += o.filtered;
+        self.emitted += o.emitted;
+        self.dropped += o.dropped;
+    }
+}
+
+/// A kernel counter row: the finest probe a collector counts by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProbeRow {
+    /// A record kind with no finer row: exec, fork, exit, or a syscall id out of range.
+    Kind(Kind),
+    /// A syscall entry, by syscall id.
+    SysEnter(u32),
+    /// A syscall exit, by syscall id.
+    SysExit(u32),
+    /// A tracepoint, by its slot in the probe table (`ProbeTable::tracepoints`).
+    Tracepoint(u32),
+    /// A uprobe, uretprobe or USDT attachment, by its slot (`ProbeTable::user`).
+    User(u32),
+    /// A perf software event, by its slot (`ProbeTable::perf`).
+    Perf(u32),
+}
+
+impl ProbeRow {
+    /// The kind of the records counted in this row.
+    pub fn kind(self) -> Kind {
+        match self {
+            ProbeRow::Kind(k) => k,
+            ProbeRow::SysEnter(_) => Kind::SysEnter,
+            ProbeRow::SysExit(_) => Kind::SysExit,
+            ProbeRow::Tracepoint(_) => Kind::Tracepoint,
+            ProbeRow::User(_) => Kind::User,
+            ProbeRow::Perf(_) => Kind::Sample,
+        }
+    }
+}
+
+/// `exec`, `sys_enter:110`, `tracepoint:3`, `user:0`, `perf:1`: the row's key in reports.
+impl fmt::Display for ProbeRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeRow::Kind(k) => f.write_str(kind_name(*k)),
+            ProbeRow::SysEnter(nr) => write!(f, "sys_enter:{nr}"),
+            ProbeRow::SysExit(nr) => write!(f, "sys_exit:{nr}"),
+            ProbeRow::Tracepoint(slot) => write!(f, "tracepoint:{slot}"),
+            ProbeRow::User(slot) => write!(f, "user:{slot}"),
+            ProbeRow::Perf(slot) => write!(f, "perf:{slot}"),
+        }
+    }
+}
+
+/// A string that names no counter row.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown counter row `{0}`")]
+pub struct BadProbeRow(pub String);
+
+impl FromStr for ProbeRow {
+    type Err = BadProbeRow;
+
+    fn from_str(s: &str) -> Result<ProbeRow, BadProbeRow> {
+        let bad = || BadProbeRow(s.to_string());
+        let Some((class, n)) = s.split_once(':') else {
+            return Kind::ALL.into_iter().find(|k| kind_name(*k) == s).map(ProbeRow::Kind).ok_or_else(bad);
+        };
+        let n: u32 = n.parse().map_err(|_| bad())?;
+        match class {
+            "sys_enter" => Ok(ProbeRow::SysEnter(n)),
+            "sys_exit" => Ok(ProbeRow::SysExit(n)),
+            "tracepoint" => Ok(ProbeRow::Tracepoint(n)),
+            "user" => Ok(ProbeRow::User(n)),
+            "perf" => Ok(ProbeRow::Perf(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// What the collectors saw, for the accounting report.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelCounters {
+    /// Per record kind: the sum of the kind's rows in `probes`.
     #[serde(with = "kind_map")]
     pub kinds: BTreeMap<Kind, KindCounters>,
+    /// Per probe (nonzero rows only), keyed by [`ProbeRow`]'s string; recordings made
+    /// before rows existed have none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "row_map")]
+    pub probes: BTreeMap<ProbeRow, KindCounters>,
     /// Records lost between the ring buffer and the plugins (pipeline full).
     pub pipeline_dropped: u64,
     /// Records the host refused as malformed.
@@ -55,6 +141,15 @@ pub struct KernelCounters {
 }
 
 impl KernelCounters {
+    /// Add the counts of one row: to the row and to its kind's total.
+    pub fn add_probe(&mut self, row: ProbeRow, counts: KindCounters) {
+        if counts == KindCounters::default() {
+            return;
+        }
+        *self.probes.entry(row).or_default() += counts;
+        *self.kinds.entry(row.kind()).or_default() += counts;
+    }
+
     /// Every record lost for any reason.
     pub fn dropped(&self) -> u64 {
         let agg = self.aggregated.map_or(0, |a| a.dropped);
@@ -97,5 +192,68 @@ mod kind_map {
                     .ok_or_else(|| serde::de::Error::custom(format!("unknown record kind `{name}`")))
             })
             .collect()
+    }
+}
+
+mod row_map {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<ProbeRow, KindCounters>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(m.iter().map(|(row, v)| (row.to_string(), v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<ProbeRow, KindCounters>, D::Error> {
+        let named: BTreeMap<String, KindCounters> = BTreeMap::deserialize(d)?;
+        named.into_iter().map(|(name, v)| name.parse().map(|row| (row, v)).map_err(serde::de::Error::custom)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_rows_print_and_parse_back() {
+        let rows = [
+            ProbeRow::Kind(Kind::Exec),
+            ProbeRow::Kind(Kind::SysEnter),
+            ProbeRow::SysEnter(110),
+            ProbeRow::SysExit(0),
+            ProbeRow::Tracepoint(3),
+            ProbeRow::User(0),
+            ProbeRow::Perf(1),
+        ];
+        let names: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+        assert_eq!(names, ["exec", "sys_enter", "sys_enter:110", "sys_exit:0", "tracepoint:3", "user:0", "perf:1"]);
+        for (row, name) in rows.iter().zip(&names) {
+            assert_eq!(name.parse::<ProbeRow>().as_ref(), Ok(row));
+        }
+        for bad in ["", "exec:1", "sys_enter:", "sys_enter:-1", "perf:x", "probe:1", "syscall"] {
+            assert_eq!(bad.parse::<ProbeRow>(), Err(BadProbeRow(bad.into())), "{bad}");
+        }
+    }
+
+    #[test]
+    fn probes_sum_into_kinds_and_serialize_by_name() {
+        let mut k = KernelCounters::default();
+        k.add_probe(ProbeRow::SysEnter(110), KindCounters { filtered: 1, emitted: 2, dropped: 3 });
+        k.add_probe(ProbeRow::SysEnter(39), KindCounters { filtered: 0, emitted: 5, dropped: 0 });
+        k.add_probe(ProbeRow::Kind(Kind::Exec), KindCounters::default());
+        assert_eq!(k.kinds[&Kind::SysEnter], KindCounters { filtered: 1, emitted: 7, dropped: 3 });
+        assert_eq!(k.probes.len(), 2, "zero rows are left out");
+        let json = serde_json::to_value(&k).unwrap();
+        assert_eq!(json["probes"]["sys_enter:110"]["dropped"], 3);
+        assert_eq!(serde_json::from_value::<KernelCounters>(json).unwrap(), k);
+    }
+
+    #[test]
+    fn a_trailer_without_probe_rows_still_loads() {
+        let old =
+            r#"{"kinds":{"sys_enter":{"filtered":0,"emitted":5,"dropped":0}},"pipeline_dropped":0,"malformed":0}"#;
+        let k: KernelCounters = serde_json::from_str(old).unwrap();
+        assert_eq!(k.kinds[&Kind::SysEnter].emitted, 5);
+        assert!(k.probes.is_empty());
+        assert!(!serde_json::to_string(&k).unwrap().contains("probes"), "no rows, no key: reports stay as they were");
     }
 }

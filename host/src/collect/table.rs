@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use wasmtap_abi::Kind;
 
 use super::elf;
 use super::probes::{ProbeError, ProbeSpec, UprobeAt};
 use super::tracefs::{self, FieldKind, Format};
+use super::{rows, ProbeRow};
 
 /// Stacks to take: bit 0 kernel, bit 1 user (`WT_STACK_*`).
 pub const STACK_KERNEL: u8 = 1;
@@ -139,7 +141,7 @@ pub struct ProbeTable {
     pub tracepoints: Vec<TracepointEntry>,
     pub user: Vec<UserSlot>,
     pub perf: Vec<PerfEntry>,
-    /// Kernel comparisons per syscall: key `nr` for entries (offsets into args[6]),
+    /// Kernel comparisons per syscall: key `nr` for entries (offsets into `args[6]`),
     /// `512 + nr` for exits (offset 0: the return value).
     pub syscall_preds: BTreeMap<u32, Vec<Pred>>,
     /// Argument names of the syscalls subscribed by name, from their tracefs formats.
@@ -147,6 +149,70 @@ pub struct ProbeTable {
 }
 
 impl ProbeTable {
+    /// The kernel counter row a streamed record was counted in, as the collectors pick
+    /// it: syscalls by id, tracepoints by their slot here (found by event id), user
+    /// probes by the slot the record carries, samples by the slot of their perf event;
+    /// none if the record is not one this table's collectors write.
+    pub fn row_of(&self, rec: &wasmtap_abi::Record<'_>) -> Option<ProbeRow> {
+        use wasmtap_abi::{sample, sys_enter, tracepoint, user};
+        let kind = rec.kind()?;
+        Some(match kind {
+            Kind::SysEnter | Kind::SysExit => {
+                // The id sits at the same offset in entries and exits.
+                let id = usize::try_from(rec.i64_at(sys_enter::ID)?).unwrap_or(usize::MAX);
+                let row = if kind == Kind::SysEnter { ProbeRow::SysEnter } else { ProbeRow::SysExit };
+                ProbeRow::bounded(kind, id, rows::NR_SYSCALLS, row)
+            }
+            Kind::Exec | Kind::Fork | Kind::Exit => ProbeRow::Kind(kind),
+            Kind::Tracepoint => {
+                let id = rec.u32_at(tracepoint::EVENT_ID)?;
+                // The collector's config of an event id is the last one written.
+                let slot = self.tracepoints.iter().rposition(|t| t.format.id == id)?;
+                ProbeRow::bounded(kind, slot, rows::TP_SLOTS, ProbeRow::Tracepoint)
+            }
+            Kind::User => {
+                let slot = rec.u32_at(user::PROBE)? as usize;
+                if slot >= self.user.len() {
+                    return None;
+                }
+                ProbeRow::bounded(kind, slot, rows::USER_SLOTS, ProbeRow::User)
+            }
+            Kind::Sample => {
+                let event = rec.u32_at(sample::EVENT)?;
+                let slot = self.perf.iter().rposition(|p| p.event == event)?;
+                ProbeRow::bounded(kind, slot, rows::PERF_EVENTS, ProbeRow::Perf)
+            }
+        })
+    }
+
+    /// A row as the probe a user would write: `syscall:getppid:entry`,
+    /// `tracepoint:sched:sched_switch`, `uprobe:/bin/bash:readline`, `profile:hz:99`,
+    /// `proc:exec`; the row's own name if the table does not know it.
+    pub fn row_name(&self, row: ProbeRow) -> String {
+        let syscall =
+            |nr: u32, end: &str| wasmtap_abi::syscall_name(i64::from(nr)).map(|name| format!("syscall:{name}:{end}"));
+        let named = match row {
+            ProbeRow::Kind(Kind::SysEnter) => Some("tracepoint:raw_syscalls:sys_enter".to_string()),
+            ProbeRow::Kind(Kind::SysExit) => Some("tracepoint:raw_syscalls:sys_exit".to_string()),
+            ProbeRow::Kind(k @ (Kind::Exec | Kind::Fork | Kind::Exit)) => Some(format!("proc:{}", super::kind_name(k))),
+            ProbeRow::Kind(_) => None,
+            ProbeRow::SysEnter(nr) => syscall(nr, "entry"),
+            ProbeRow::SysExit(nr) => syscall(nr, "exit"),
+            ProbeRow::Tracepoint(slot) => {
+                self.tracepoints.get(slot as usize).map(|t| match t.format.category.as_str() {
+                    "btf" => format!("btf:{}", t.format.name),
+                    cat => format!("tracepoint:{cat}:{}", t.format.name),
+                })
+            }
+            ProbeRow::User(slot) => self.user.get(slot as usize).map(|u| u.probe.clone()),
+            ProbeRow::Perf(slot) => self.perf.get(slot as usize).map(|p| match p.freq {
+                Some(hz) => format!("profile:hz:{hz}"),
+                None => format!("software:{}:{}", p.name, p.period),
+            }),
+        };
+        named.unwrap_or_else(|| row.to_string())
+    }
+
     /// True if records may carry user addresses (user probes, user stacks), whose
     /// processes' memory maps the symbolizer must see while they run.
     pub fn has_user_addresses(&self) -> bool {
@@ -403,6 +469,117 @@ mod tests {
             btf_format(name).unwrap();
         }
         assert!(btf_format("nope").unwrap_err().contains("sched_switch"));
+    }
+
+    /// A table with two tracepoints, two user slots and two perf events.
+    fn table() -> ProbeTable {
+        let tp = |category: &str, name: &str, id| {
+            let mut format = btf_format("sched_switch").unwrap();
+            (format.category, format.name, format.id) = (category.into(), name.into(), id);
+            TracepointEntry { format, stacks: 0, preds: Vec::new() }
+        };
+        let user = |probe: &str| UserSlot {
+            probe: probe.into(),
+            path: "/bin/bash".into(),
+            offset: 0x1000,
+            ret: false,
+            usdt: None,
+            semaphore: None,
+            stacks: 0,
+            preds: Vec::new(),
+        };
+        let perf = |event, name: &str, freq, period| PerfEntry {
+            event,
+            name: name.into(),
+            freq,
+            period,
+            stacks: 0,
+            preds: Vec::new(),
+        };
+        ProbeTable {
+            tracepoints: vec![tp("sched", "sched_switch", 316), tp("btf", "sched_wakeup", 0x10002)],
+            user: vec![user("uprobe:/bin/bash:readline"), user("uretprobe:/bin/bash:readline")],
+            perf: vec![perf(2, "page-faults", None, 100), perf(0, "cpu-clock", Some(99), 0)],
+            ..ProbeTable::default()
+        }
+    }
+
+    /// A record of `kind` and `size` bytes with `value` (4 or 8 bytes) at `off`.
+    fn record(kind: Kind, size: usize, off: usize, value: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; size];
+        b[0..2].copy_from_slice(&(kind as u16).to_le_bytes());
+        b[2..4].copy_from_slice(&(size as u16).to_le_bytes());
+        b[off..off + value.len()].copy_from_slice(value);
+        b
+    }
+
+    #[test]
+    fn records_are_counted_in_the_row_of_their_probe() {
+        use wasmtap_abi::{exec, sample, sys_enter, sys_exit, tracepoint, user, Record};
+        let t = table();
+        let row = |b: Vec<u8>| t.row_of(&Record::new(&b));
+        let sys = |kind, size, id: i64| row(record(kind, size, sys_enter::ID, &id.to_le_bytes()));
+        assert_eq!(sys(Kind::SysEnter, sys_enter::SIZE, 110), Some(ProbeRow::SysEnter(110)));
+        assert_eq!(sys(Kind::SysExit, sys_exit::SIZE, 0), Some(ProbeRow::SysExit(0)));
+        assert_eq!(sys(Kind::SysEnter, sys_enter::SIZE, 512), Some(ProbeRow::Kind(Kind::SysEnter)));
+        assert_eq!(sys(Kind::SysExit, sys_exit::SIZE, -1), Some(ProbeRow::Kind(Kind::SysExit)));
+        assert_eq!(row(record(Kind::Exec, exec::ARGS, 0, &[])), Some(ProbeRow::Kind(Kind::Exec)));
+        let tp =
+            |id: u32| row(record(Kind::Tracepoint, tracepoint::DATA + 80, tracepoint::EVENT_ID, &id.to_le_bytes()));
+        assert_eq!(tp(316), Some(ProbeRow::Tracepoint(0)));
+        assert_eq!(tp(0x10002), Some(ProbeRow::Tracepoint(1)));
+        assert_eq!(tp(317), None, "not a tracepoint of this table");
+        let probe = |slot: u32| row(record(Kind::User, user::SIZE, user::PROBE, &slot.to_le_bytes()));
+        assert_eq!(probe(1), Some(ProbeRow::User(1)));
+        assert_eq!(probe(2), None);
+        let sample = |event: u32| row(record(Kind::Sample, sample::SIZE, sample::EVENT, &event.to_le_bytes()));
+        assert_eq!(sample(0), Some(ProbeRow::Perf(1)));
+        assert_eq!(sample(2), Some(ProbeRow::Perf(0)));
+        assert_eq!(sample(3), None);
+        assert_eq!(row(vec![0u8; 8]), None, "too short for a header");
+    }
+
+    #[test]
+    fn rows_are_named_as_probes_are_written() {
+        let t = table();
+        let names: Vec<String> = [
+            ProbeRow::SysEnter(110),
+            ProbeRow::SysExit(110),
+            ProbeRow::SysEnter(511),
+            ProbeRow::Kind(Kind::SysEnter),
+            ProbeRow::Kind(Kind::Exec),
+            ProbeRow::Kind(Kind::Fork),
+            ProbeRow::Kind(Kind::Exit),
+            ProbeRow::Tracepoint(0),
+            ProbeRow::Tracepoint(1),
+            ProbeRow::Tracepoint(2),
+            ProbeRow::User(1),
+            ProbeRow::Perf(0),
+            ProbeRow::Perf(1),
+            ProbeRow::Kind(Kind::Sample),
+        ]
+        .into_iter()
+        .map(|r| t.row_name(r))
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "syscall:getppid:entry",
+                "syscall:getppid:exit",
+                "sys_enter:511",
+                "tracepoint:raw_syscalls:sys_enter",
+                "proc:exec",
+                "proc:fork",
+                "proc:exit",
+                "tracepoint:sched:sched_switch",
+                "btf:sched_wakeup",
+                "tracepoint:2",
+                "uretprobe:/bin/bash:readline",
+                "software:page-faults:100",
+                "profile:hz:99",
+                "sample",
+            ]
+        );
     }
 
     #[test]
