@@ -138,7 +138,8 @@ pub fn run_live(
         w.finish(&recording::Trailer { ended_mono_ns: clock.mono_ns(), counters: kernel.clone(), symbols })?;
     }
     add_host_agg_lost(&mut kernel, plugins);
-    Ok(Accounting { kernel, plugins: plugins.stats(), command_status, host: HostUsage::now() })
+    let stats = plugins.stats(&kernel);
+    Ok(Accounting { kernel, plugins: stats, command_status, host: HostUsage::now() })
 }
 
 /// Run plugins over a recording. Time is the recording's: ticks fire at recorded
@@ -167,7 +168,8 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
     plugins.finish(out, &clock);
     let mut kernel = kernel;
     add_host_agg_lost(&mut kernel, plugins);
-    Ok(Accounting { kernel, plugins: plugins.stats(), command_status: None, host: HostUsage::now() })
+    let stats = plugins.stats(&kernel);
+    Ok(Accounting { kernel, plugins: stats, command_status: None, host: HostUsage::now() })
 }
 
 /// Events that kernel aggregations computed in the host (recording, replay) could not

@@ -225,8 +225,19 @@ impl Live {
         out
     }
 
-    /// Drain what the kernel has written once more, then end the stream (idempotent).
+    /// Detach every collector, drain what the kernel has written once more, then end
+    /// the stream (idempotent). Detaching first makes the counters final: what they say
+    /// was emitted is exactly what the last drain reads.
     pub fn stop(&mut self) {
+        if self.drain.is_none() {
+            return;
+        }
+        self._links.clear();
+        for (_, obj) in &mut self.objects {
+            for (_, prog) in obj.programs_mut() {
+                detach(prog);
+            }
+        }
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.drain.take() {
             let _ = h.join();
@@ -616,6 +627,19 @@ fn software_event(config: u32) -> Option<SoftwareEvent> {
     ]
     .into_iter()
     .find(|e| *e as u32 == config)
+}
+
+/// Detach and unload one collector program (the maps stay).
+fn detach(prog: &mut aya::programs::Program) {
+    use aya::programs::Program;
+    let _ = match prog {
+        Program::TracePoint(p) => p.unload(),
+        Program::BtfTracePoint(p) => p.unload(),
+        Program::RawTracePoint(p) => p.unload(),
+        Program::PerfEvent(p) => p.unload(),
+        Program::UProbe(p) => p.unload(),
+        _ => Ok(()),
+    };
 }
 
 fn attach_btf(obj: &mut Ebpf, prog: &str, event: &str, btf: &Btf) -> Result<(), CollectError> {

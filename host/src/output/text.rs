@@ -226,16 +226,23 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
     for p in &report.plugins {
         lines.push(plugin_line(p));
         lines.push(format!("    limits: {}; code {}", limits(&p.limits), p.code));
-        for s in p.probes.iter().filter(|s| s.filtered + s.delivered + s.dropped_budget + s.dropped_fault > 0) {
-            lines.push(format!(
-                "    {:<34} filtered {:>9}  delivered {:>10}  dropped {:>9} (budget {}, fault {})",
-                s.probe,
+        for s in &p.probes {
+            let mut line = format!("    {}: ", s.probe);
+            if s.generated > 0 {
+                line += &format!(
+                    "kernel {} = filtered {} + ring-full {} + emitted {}; ",
+                    s.generated, s.kernel_filtered, s.ring_dropped, s.emitted
+                );
+            }
+            line += &format!(
+                "host: filtered {}, delivered {}, dropped {} (budget {}, fault {})",
                 s.filtered,
                 s.delivered,
                 s.dropped_budget + s.dropped_fault,
                 s.dropped_budget,
                 s.dropped_fault
-            ));
+            );
+            lines.push(line);
         }
     }
     if report.host.peak_rss_bytes > 0 {

@@ -19,6 +19,7 @@ use crate::collect::live::KernelFilter;
 use crate::collect::probes::{self, ProbeError, ProbeSpec};
 use crate::collect::table::{self, FieldLoc, Op, Pred, ProbeTable, Source};
 use crate::collect::tracefs::{self, FieldKind};
+use crate::collect::{KernelCounters, ProbeRow};
 use crate::output::Output;
 use crate::sandbox::types::{self, Plan, PluginInfo, TableSpec};
 use crate::sandbox::{
@@ -134,10 +135,18 @@ pub struct FaultReport {
     pub elapsed_ms: u64,
 }
 
-/// What became of the records of one subscription.
+/// What became of the events of one subscription. In the kernel: `kernel_filtered`,
+/// `ring_dropped`, and `emitted` to the host; there, each emitted record is `filtered`,
+/// `delivered` or dropped with a reason, so `emitted = filtered + delivered +
+/// dropped_budget + dropped_fault`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ProbeStats {
     pub probe: String,
+    /// Events of the probe the collectors saw: kernel_filtered + ring_dropped + emitted.
+    pub generated: u64,
+    pub kernel_filtered: u64,
+    pub ring_dropped: u64,
+    pub emitted: u64,
     pub filtered: u64,
     pub delivered: u64,
     pub dropped_budget: u64,
@@ -255,6 +264,24 @@ impl Sub {
                 kind == Kind::User && rec.u32_at(wasmtap_abi::user::PROBE).is_some_and(|s| slots.contains(&s))
             }
             Matcher::Sample(ev) => kind == Kind::Sample && rec.u32_at(wasmtap_abi::sample::EVENT) == Some(*ev),
+            _ => false,
+        }
+    }
+
+    /// True when the kernel counts this subscription's events in counter row `row`.
+    fn covers(&self, row: ProbeRow, table: &ProbeTable) -> bool {
+        match (&self.matcher, row) {
+            (Matcher::Kind(k), ProbeRow::SysEnter(nr) | ProbeRow::SysExit(nr)) if *k == row.kind() => {
+                self.syscalls.as_ref().is_none_or(|set| set.contains(&nr))
+            }
+            (Matcher::Kind(k), ProbeRow::Kind(r)) => *k == r && self.syscalls.is_none(),
+            (Matcher::Tracepoint(id), ProbeRow::Tracepoint(slot)) => {
+                table.tracepoints.get(slot as usize).is_some_and(|t| t.format.id == *id)
+            }
+            (Matcher::User(slots), ProbeRow::User(slot)) => slots.contains(&slot),
+            (Matcher::Sample(event), ProbeRow::Perf(slot)) => {
+                table.perf.get(slot as usize).is_some_and(|p| p.event == *event)
+            }
             _ => false,
         }
     }
@@ -720,10 +747,19 @@ impl Runner {
         }
     }
 
-    /// This plugin's accounting, with its per-probe counts.
-    pub fn stats(&self) -> PluginStats {
+    /// This plugin's accounting, with its per-probe counts; the kernel's per-probe
+    /// counters go to the first subscription that covers each row.
+    pub fn stats(&self, kernel: &KernelCounters, table: &ProbeTable) -> PluginStats {
         let mut stats = self.stats.clone();
         stats.probes = self.sub_stats.clone();
+        for (row, k) in &kernel.probes {
+            let Some(i) = self.subs[..self.own_subs].iter().position(|s| s.covers(*row, table)) else { continue };
+            let p = &mut stats.probes[i];
+            p.kernel_filtered += k.filtered;
+            p.ring_dropped += k.dropped;
+            p.emitted += k.emitted;
+            p.generated += k.filtered + k.dropped + k.emitted;
+        }
         let sum = |f: fn(&ProbeStats) -> u64| self.sub_stats.iter().map(f).sum::<u64>();
         stats.filtered = sum(|s| s.filtered);
         stats.delivered = sum(|s| s.delivered);
@@ -1175,8 +1211,9 @@ impl PluginSet {
         }
     }
 
-    pub fn stats(&self) -> Vec<PluginStats> {
-        self.runners.iter().map(Runner::stats).collect()
+    /// Every plugin's accounting, given the kernel's counters.
+    pub fn stats(&self, kernel: &KernelCounters) -> Vec<PluginStats> {
+        self.runners.iter().map(|r| r.stats(kernel, &self.table)).collect()
     }
 
     pub fn any_disabled(&self) -> bool {
