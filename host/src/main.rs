@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    wasmtap::sys::tune_allocator();
     let cli = match wasmtap::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

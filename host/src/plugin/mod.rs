@@ -1462,3 +1462,32 @@ fn wire_field(f: &tracefs::Field) -> types::Field {
         signed: f.signed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_strikes_count_consecutive_seconds_over() {
+        let t0 = Instant::now();
+        let mut b = Budget::new(true);
+        b.window = t0;
+        b.over = true;
+        b.strikes = 1;
+        // The next second starts clean but remembers the strike.
+        b.roll(t0 + Duration::from_millis(1000));
+        assert_eq!((b.over, b.strikes, b.cpu_ns, b.output_bytes), (false, 1, 0, 0));
+        // A second within budget forgives it.
+        b.roll(t0 + Duration::from_millis(2000));
+        assert_eq!(b.strikes, 0);
+        // Seconds with no call at all in between are seconds within budget.
+        b.over = true;
+        b.strikes = 2;
+        b.roll(t0 + Duration::from_millis(4500));
+        assert_eq!(b.strikes, 0);
+        // Within the same second nothing changes.
+        b.over = true;
+        b.roll(t0 + Duration::from_millis(4900));
+        assert!(b.over);
+    }
+}
