@@ -234,8 +234,7 @@ impl Output {
             }
             _ => {
                 self.flush();
-                let lost = report.lost();
-                if verbose || lost > 0 {
+                if verbose || report.has_problems() {
                     for line in text::accounting(report) {
                         let _ = writeln!(self.err, "{line}");
                     }
