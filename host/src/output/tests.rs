@@ -74,7 +74,7 @@ fn json_records_start_with_their_type_and_keep_column_order() {
         "{\"type\":\"row\",\"plugin\":\"execsnoop\",\"table\":\"execs\",\"data\":{\"TIME\":3601000000000,\"PID\":42,\"COMM\":\"sh\\u0007\"}}\n",
         "{\"type\":\"printf\",\"plugin\":\"p\",\"data\":\"hi\\n\"}\n",
         "{\"type\":\"hist\",\"plugin\":\"p\",\"kind\":\"quantize\",\"data\":{\"@lat\":[{\"min\":0,\"max\":0,\"count\":2}]}}\n",
-        "{\"type\":\"accounting\",\"data\":{\"kernel\":{\"kinds\":{},\"pipeline_dropped\":0,\"malformed\":0},\"plugins\":[],\"command_status\":null}}\n",
+        "{\"type\":\"accounting\",\"data\":{\"kernel\":{\"kinds\":{},\"pipeline_dropped\":0,\"malformed\":0},\"plugins\":[],\"command_status\":null,\"host\":{\"rss_bytes\":0,\"peak_rss_bytes\":0}}}\n",
         "{\"type\":\"lost_events\",\"data\":{\"events\":0}}\n",
     );
     assert_eq!(out.text(), want);
