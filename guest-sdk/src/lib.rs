@@ -214,6 +214,8 @@ mod imports;
 mod kernel;
 mod output;
 mod params;
+#[cfg(test)]
+mod prop_tests;
 mod runtime;
 mod stack;
 #[cfg(test)]

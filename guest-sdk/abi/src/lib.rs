@@ -22,6 +22,8 @@
 #![no_std]
 
 pub mod hist;
+#[cfg(test)]
+mod prop_tests;
 mod syscalls;
 pub use syscalls::SYSCALL_NAMES;
 
@@ -398,7 +400,9 @@ impl<'a> Frames<'a> {
 
     /// The frame at `i`.
     pub fn get(&self, i: usize) -> Option<u64> {
-        let b = self.bytes.get(i * 8..i * 8 + 8)?;
+        // Checked: a wrapped `i * 8` would read frame 0 for a huge `i`.
+        let at = i.checked_mul(8)?;
+        let b = self.bytes.get(at..at.checked_add(8)?)?;
         Some(u64::from_le_bytes(b.try_into().ok()?))
     }
 
@@ -538,6 +542,18 @@ mod tests {
             b.truncate(b.len() - usize::from(next()) % 64);
             touch_all(&b);
         }
+    }
+
+    #[test]
+    fn frames_past_the_end_are_none_however_far() {
+        let mut b = rec(Kind::Sample, sample::SIZE + 16);
+        b[header::FLAGS..header::FLAGS + 2].copy_from_slice(&stack::FLAG.to_le_bytes());
+        b[sample::SIZE..sample::SIZE + 8].copy_from_slice(&7u64.to_le_bytes());
+        b[sample::SIZE + 8..sample::SIZE + 10].copy_from_slice(&1u16.to_le_bytes());
+        let (kernel, _) = Record::new(&b).stacks().unwrap();
+        assert_eq!((kernel.get(0), kernel.get(1)), (Some(7), None));
+        // Found by fuzz/fuzz_targets/records.rs: `i * 8` overflowed (wrapping to frame 0).
+        assert_eq!((kernel.get(usize::MAX / 8), kernel.get(1 << 61), kernel.get(usize::MAX)), (None, None, None));
     }
 
     #[test]

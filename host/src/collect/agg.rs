@@ -113,6 +113,18 @@ fn decode_key(b: &[u8; KEY_BYTES]) -> (u32, RawKey) {
     (u32_at(0), key)
 }
 
+/// The inverse of [`decode_key`].
+fn encode_key(agg: u32, key: &RawKey) -> [u8; KEY_BYTES] {
+    let mut b = [0u8; KEY_BYTES];
+    b[0..4].copy_from_slice(&agg.to_le_bytes());
+    b[4..8].copy_from_slice(&key.bucket.to_le_bytes());
+    for (i, p) in key.parts.iter().enumerate() {
+        b[8 + 8 * i..16 + 8 * i].copy_from_slice(&p.to_le_bytes());
+    }
+    b[40..56].copy_from_slice(&key.comm);
+    b
+}
+
 fn decode_value(b: &[u8; 32]) -> RawValue {
     let at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
     RawValue { count: at(0), sum: at(8) as i64, min: at(16) as i64, max: at(24) as i64 }
@@ -155,14 +167,7 @@ impl KernelValues {
     /// Forget keys of aggregation `agg` (min and max cannot be reset by subtraction).
     pub fn remove(&mut self, agg: u32, keys: &[RawKey]) {
         for key in keys {
-            let mut b = [0u8; KEY_BYTES];
-            b[0..4].copy_from_slice(&agg.to_le_bytes());
-            b[4..8].copy_from_slice(&key.bucket.to_le_bytes());
-            for (i, p) in key.parts.iter().enumerate() {
-                b[8 + 8 * i..16 + 8 * i].copy_from_slice(&p.to_le_bytes());
-            }
-            b[40..56].copy_from_slice(&key.comm);
-            let _ = self.map.remove(&b);
+            let _ = self.map.remove(&encode_key(agg, key));
         }
     }
 }
@@ -195,5 +200,27 @@ mod tests {
         let (id, key) = decode_key(&b);
         assert_eq!((id, key.bucket, key.parts[1]), (3, -2, 42));
         assert_eq!(&key.comm[..4], b"cat\0");
+    }
+
+    proptest::proptest! {
+        /// Every 56 bytes the kernel hands back are one key, and the key the host removes
+        /// is the one it read.
+        #[test]
+        fn keys_decode_and_encode_back_to_the_same_bytes(b in proptest::array::uniform32(0u8..), tail in proptest::array::uniform24(0u8..)) {
+            let mut bytes = [0u8; KEY_BYTES];
+            bytes[..32].copy_from_slice(&b);
+            bytes[32..].copy_from_slice(&tail);
+            let (agg, key) = decode_key(&bytes);
+            proptest::prop_assert_eq!(encode_key(agg, &key), bytes);
+        }
+
+        #[test]
+        fn values_decode_field_by_field(count: u64, sum: i64, min: i64, max: i64) {
+            let mut b = [0u8; 32];
+            for (i, v) in [count, sum as u64, min as u64, max as u64].iter().enumerate() {
+                b[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
+            }
+            proptest::prop_assert_eq!(decode_value(&b), RawValue { count, sum, min, max });
+        }
     }
 }

@@ -134,8 +134,12 @@ pub fn resolve_binary(spec: &str) -> Result<PathBuf, ElfError> {
 /// Function symbols of `.symtab` and `.dynsym`: defined `STT_FUNC`/`STT_GNU_IFUNC` symbols,
 /// one per name, sorted by name.
 pub fn functions(path: &Path) -> Result<Vec<FuncSymbol>, ElfError> {
-    let data = read(path)?;
-    Elf::parse(path, &data)?.functions()
+    functions_in(path, &read(path)?)
+}
+
+/// [`functions`] of a file already read: `data` is the contents of `path` (which errors name).
+pub fn functions_in(path: &Path, data: &[u8]) -> Result<Vec<FuncSymbol>, ElfError> {
+    Elf::parse(path, data)?.functions()
 }
 
 /// The uprobe attach offset of function `name`, optionally with a byte offset into it
@@ -166,8 +170,12 @@ pub fn vaddr_to_offset(path: &Path, vaddr: u64) -> Result<u64, ElfError> {
 /// Every USDT probe site in the file's `.note.stapsdt` notes, with addresses moved by
 /// `.stapsdt.base` (for prelinked files) and converted to file offsets.
 pub fn usdt_probes(path: &Path) -> Result<Vec<UsdtProbe>, ElfError> {
-    let data = read(path)?;
-    Elf::parse(path, &data)?.usdt_probes()
+    usdt_probes_in(path, &read(path)?)
+}
+
+/// [`usdt_probes`] of a file already read: `data` is the contents of `path` (which errors name).
+pub fn usdt_probes_in(path: &Path, data: &[u8]) -> Result<Vec<UsdtProbe>, ElfError> {
+    Elf::parse(path, data)?.usdt_probes()
 }
 
 /// Every site of USDT probe `provider:name`; without a provider, of `name` in any provider.
@@ -279,7 +287,7 @@ fn nearest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<
 }
 
 /// Looks `name` up in a `glibc-ld.so.cache1.1` cache, alone or after an old `ld.so-1.7.0` one.
-fn ld_cache_lookup(cache: &[u8], name: &str) -> Option<PathBuf> {
+pub fn ld_cache_lookup(cache: &[u8], name: &str) -> Option<PathBuf> {
     const OLD_MAGIC: &[u8] = b"ld.so-1.7.0";
     const NEW_MAGIC: &[u8] = b"glibc-ld.so.cache1.1";
     const HEADER: usize = 48;

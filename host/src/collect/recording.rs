@@ -208,14 +208,24 @@ impl Reader {
             File::open(&self.path).map_err(|source| RecordingError::Open { path: self.path.clone(), source })?;
         let mut at = self.offset;
         let corrupt = |offset, reason: String| RecordingError::Corrupt { path: self.path.clone(), offset, reason };
+        let file_len = f.metadata().map_err(|e| corrupt(at, e.to_string()))?.len();
         loop {
             f.seek(SeekFrom::Start(at)).map_err(|e| corrupt(at, e.to_string()))?;
             let mut head = [0u8; 5];
             f.read_exact(&mut head)
                 .map_err(|_| corrupt(at, "file ends without a trailer (recording cut short?)".into()))?;
             let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
+            // Name the frame that runs past the end, not an offset past the end.
+            let cut_short = |what: &str| {
+                let got = file_len.saturating_sub(at + 5);
+                corrupt(file_len, format!("file ends inside the {what} ({got} of {len} bytes)"))
+            };
             match head[0] {
-                TAG_CHUNK if len <= MAX_CHUNK => at += 5 + len as u64,
+                TAG_CHUNK if len <= MAX_CHUNK && at + 5 + u64::from(len) > file_len => return Err(cut_short("chunk")),
+                TAG_CHUNK if len <= MAX_CHUNK => at += 5 + u64::from(len),
+                TAG_TRAILER if len <= MAX_JSON && at + 5 + u64::from(len) > file_len => {
+                    return Err(cut_short("trailer"))
+                }
                 TAG_TRAILER if len <= MAX_JSON => {
                     let mut json = vec![0u8; len as usize];
                     f.read_exact(&mut json).map_err(|_| corrupt(at + 5, "trailer cut short".into()))?;
@@ -303,6 +313,22 @@ mod tests {
         assert!(r.next_chunk().unwrap().is_none());
         assert_eq!(r.trailer().unwrap().ended_mono_ns, 9);
         std::fs::remove_file(dir).unwrap();
+    }
+
+    #[test]
+    fn a_chunk_running_past_the_end_is_named_at_the_end_of_the_file() {
+        let path = std::env::temp_dir().join(format!("wasmtap-rec-past-{}", std::process::id()));
+        let mut w = Writer::create(&path, &header()).unwrap();
+        w.chunk(&Chunk { bytes: [fork_record(), fork_record()].concat(), records: 2 }).unwrap();
+        w.finish(&Trailer::default()).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        let cut = full.len() - 5 - serde_json::to_vec(&Trailer::default()).unwrap().len() - 10;
+        std::fs::write(&path, &full[..cut]).unwrap();
+        // peek_trailer used to skip past the end and report an offset beyond the file.
+        let e = Reader::open(&path).unwrap().peek_trailer().unwrap_err();
+        let RecordingError::Corrupt { offset, reason, .. } = e else { panic!("{e}") };
+        assert_eq!((offset, reason.as_str()), (cut as u64, "file ends inside the chunk (118 of 128 bytes)"));
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]

@@ -117,23 +117,32 @@ pub fn normalize(kind: ParamKind, value: &str) -> Option<String> {
     }
 }
 
-/// `500ms`, `2s`, `1.5s`, `3m`, `1h`, `250us`, `10ns`; a bare number is seconds.
+/// `500ms`, `2s`, `1.5s`, `3m`, `1h`, `250us`, `10ns`; a bare number is seconds. Decimals
+/// are exact (`2.3ms` is 2300000 ns, not one less as a float would make it); fractions of a
+/// nanosecond are dropped.
 pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let scale = match unit.trim() {
-        "" | "s" | "sec" => 1e9,
-        "ms" => 1e6,
-        "us" => 1e3,
-        "ns" => 1.0,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
+    let scale: u128 = match unit.trim() {
+        "" | "s" | "sec" => 1_000_000_000,
+        "ms" => 1_000_000,
+        "us" => 1_000,
+        "ns" => 1,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         _ => return None,
     };
-    let ns = n * scale;
-    (n.is_finite() && (0.0..1e19).contains(&ns)).then(|| std::time::Duration::from_nanos(ns as u64))
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (whole.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return None;
+    }
+    let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    // 18 digits are exact: the rest cannot move the result by a whole nanosecond.
+    let frac = &frac[..frac.len().min(18)];
+    let frac_ns = if frac.is_empty() { 0 } else { frac.parse::<u128>().ok()? * scale / 10u128.pow(frac.len() as u32) };
+    let ns = whole.checked_mul(scale)?.checked_add(frac_ns)?;
+    Some(std::time::Duration::from_nanos(u64::try_from(ns).ok()?))
 }
 
 #[cfg(test)]
@@ -159,6 +168,21 @@ mod tests {
         let raw = vec!["top=ten".parse().unwrap()];
         let e = resolve("syscount", &specs, &raw).unwrap_err();
         assert_eq!(e.to_string(), "bad value `ten` for parameter `top` of syscount: expected an integer");
+    }
+
+    #[test]
+    fn decimal_durations_are_exact() {
+        let ns = |s: &str| parse_duration(s).map(|d| d.as_nanos());
+        // Through f64, 2.3ms was 2299999 ns (found by host/tests/decoder_properties.rs).
+        assert_eq!(
+            (ns("2.3ms"), ns("0.1s"), ns(".5s"), ns("5."), ns("1.5ns")),
+            (Some(2_300_000), Some(100_000_000), Some(500_000_000), Some(5_000_000_000), Some(1))
+        );
+        assert_eq!((ns("18446744073709551615ns"), ns("18446744073709551616ns")), (Some(u64::MAX.into()), None));
+        assert_eq!(
+            (ns("."), ns("1.2.3s"), ns(""), ns("-1s"), ns("1e3s"), ns("1 parsec")),
+            (None, None, None, None, None, None)
+        );
     }
 
     #[test]
