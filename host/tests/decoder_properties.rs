@@ -76,7 +76,7 @@ fn trailer() -> impl Strategy<Value = Trailer> {
     (any::<u64>(), kinds, any::<u64>(), any::<u64>(), prop::option::of(counts), symbols).prop_map(
         |(ended, kinds, pipeline_dropped, malformed, aggregated, symbols)| Trailer {
             ended_mono_ns: ended,
-            counters: KernelCounters { kinds, pipeline_dropped, malformed, aggregated },
+            counters: KernelCounters { kinds, pipeline_dropped, malformed, aggregated, probes: Default::default() },
             symbols: symbols
                 .into_iter()
                 .map(|(pid, addr, symbol)| SymbolEntry {
