@@ -98,7 +98,7 @@ fn hostile_plugins_are_stopped_while_syscount_stays_exact() {
     assert!(u(&flood["dropped_budget"]) > 0 && u(&flood["output_dropped"]) > 0, "{flood}");
     assert_conserved(flood, reached);
     // Memory: everything the host holds stays under the plugins' caps plus a fixed
-    // margin for the host itself (rings 64 + 16 MiB, 256 MiB of chunks in flight at
+    // margin for the host itself (rings 64 + 16 MiB, 64 MiB of chunks in flight at
     // most, the compiler and runtime).
     let caps = 8 * 64u64 << 20;
     let margin = 512u64 << 20;
@@ -258,7 +258,7 @@ fn when_the_consumer_falls_behind_the_ring_overflows_and_every_event_is_still_ac
     }
     let _g = serial();
     // slowpoke works 1 ms per batch: about a million events a second, fewer than the
-    // workload makes; past the host's 256 MiB of chunks in flight the drain thread waits
+    // workload makes; past the host's 64 MiB of chunks in flight the drain thread waits
     // and the 64 MiB ring fills, so the kernel drops, and counts, the rest.
     const CALLS: u64 = 8_000_000;
     let cmd = format!("{} {CALLS}", workload("getppid_loop").display());
