@@ -438,10 +438,6 @@ impl Runner {
             }
             return;
         };
-        if self.batch_records == 0 {
-            // A batch starts: its fate is decided now, for all of its records.
-            self.budget.roll(Instant::now());
-        }
         if !matches!(self.life, Life::Running { .. }) {
             self.sub_stats[i].dropped_fault += 1;
             return;
@@ -1127,6 +1123,11 @@ impl PluginSet {
             Some(crate::agg::Store { backend: crate::agg::Backend::Host(e), .. }) => Some(e),
             _ => None,
         };
+        // Budget windows turn over once per chunk, not per record.
+        let now = Instant::now();
+        for r in &mut self.runners {
+            r.budget.roll(now);
+        }
         for rec in wasmtap_abi::Records::new(bytes) {
             let Some(kind) = rec.kind() else { continue };
             if let Some(e) = evaluator.as_mut() {
