@@ -2,7 +2,7 @@
 /*
  * proc: the process lifecycle. exec (with argv and the execve return value, like
  * libbpf-tools execsnoop: argv is kept at entry and emitted at exit), fork/clone
- * (parent and child), and exit (wait status, start time).
+ * (parent and child), and exit (wait status, start time, CPU time).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -178,6 +178,9 @@ int BPF_PROG(wt_exit, struct task_struct *task)
 	e->exit_code = BPF_CORE_READ(task, exit_code);
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->start_ns = BPF_CORE_READ(task, start_time);
+	e->cpu_ns = BPF_CORE_READ(task, signal, sum_sched_runtime) + BPF_CORE_READ(task, se.sum_exec_runtime);
+	e->user_ns = BPF_CORE_READ(task, signal, utime) + BPF_CORE_READ(task, utime);
+	e->sys_ns = BPF_CORE_READ(task, signal, stime) + BPF_CORE_READ(task, stime);
 	if (BPF_CORE_READ(task, signal, live.counter) == 0)
 		e->h.flags = WT_EXIT_GROUP_DEAD;
 	bpf_ringbuf_submit(e, cfg_submit_flags);

@@ -20,6 +20,7 @@ enum wt_kind {
 	WT_TRACEPOINT = 6, /* any tracepoint: the kernel's raw entry */
 	WT_USER = 7,       /* uprobe, uretprobe, USDT */
 	WT_SAMPLE = 8,     /* perf software event: cpu-clock sampling, page faults... */
+	WT_OPEN = 10,      /* a completed open/openat/openat2/creat, with its path */
 };
 
 /* Per-CPU counter slots, per row: COUNTERS[row * WT_SLOTS + slot]. */
@@ -109,7 +110,44 @@ struct wt_exit {
 	__s32 exit_code; /* wait(2) status: code << 8 | signal */
 	__u32 ppid;
 	__u64 start_ns;  /* task start time, CLOCK_MONOTONIC */
-}; /* 72 bytes */
+	/* CPU time of the process so far: its threads already reaped plus this one. cpu_ns
+	 * is the scheduler's exact runtime; user_ns and sys_ns are its tick-sampled split. */
+	__u64 cpu_ns;
+	__u64 user_ns;
+	__u64 sys_ns;
+}; /* 96 bytes; 72 in recordings made before the CPU times were added */
+
+/*
+ * file:open. One record per completed open, openat, openat2 or creat, emitted at the
+ * syscall's exit (where the kernel has just read the path, so it is resident). data
+ * holds the path as passed, NUL-terminated (path_len bytes with the NUL; 0 if it could
+ * not be read). For a relative path, when asked (cfg_base_dirs), base_len bytes follow:
+ * the directory it is relative to (the cwd, or the dir fd's), as names from the
+ * innermost up, each NUL-terminated; the process's root ends the walk.
+ */
+#define WT_OPEN_PATH_MAX 512   /* bytes of path kept */
+#define WT_OPEN_NAME_MAX 256   /* bytes of one directory name kept */
+#define WT_OPEN_BASE_MAX 512   /* bytes of directory names kept */
+#define WT_OPEN_DEPTH_MAX 24   /* directory names kept */
+#define WT_OPEN_DATA_MAX (WT_OPEN_PATH_MAX + WT_OPEN_BASE_MAX + WT_OPEN_NAME_MAX)
+#define WT_OPEN_PATH_TRUNCATED 1 /* h.flags: the path was cut */
+#define WT_OPEN_BASE_TRUNCATED 2 /* h.flags: the directory is deeper than what was kept */
+#define WT_OPEN_BASE_WALKED 4    /* h.flags: base holds the directory (none: absolute path, bad dir fd) */
+
+struct wt_open {
+	struct wt_header h;
+	__s32 nr;         /* syscall: open, openat, openat2 or creat */
+	__s32 dfd;        /* the dir fd; AT_FDCWD (-100) for open and creat */
+	__u64 flags;      /* open flags (openat2: how.flags; creat: O_CREAT|O_WRONLY|O_TRUNC) */
+	__u64 mode;       /* creation mode */
+	__s64 ret;        /* the new fd, or -errno */
+	__u64 latency_ns; /* syscall entry to exit */
+	__u16 path_len;
+	__u16 base_len;
+	__u16 base_depth; /* names in base */
+	__u16 reserved;
+	char data[WT_OPEN_DATA_MAX];
+}; /* 104 + data, rounded up to 8 when emitted */
 
 /*
  * Stacks. A record of kind tracepoint, user or sample whose h.flags has WT_HAS_STACK
@@ -194,7 +232,7 @@ struct wt_sample {
 #define WT_AGG_SITES 64
 #define WT_AGG_SYS_ENTER 0 /* site of the sys_enter program */
 #define WT_AGG_SYS_EXIT 1  /* site of the sys_exit program; tracepoints use 2.. (the cookie) */
-#define WT_AGG_KIND 9      /* COUNTERS row: filtered, aggregated, lost (map full) */
+#define WT_AGG_KIND 9      /* (not a record kind) COUNTERS row: filtered, aggregated, lost (map full) */
 
 enum wt_agg_source {
 	WT_SRC_NONE = 0,

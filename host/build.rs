@@ -3,7 +3,7 @@
 
 use std::{env, path::PathBuf, process::Command};
 
-const COLLECTORS: &[&str] = &["syscalls", "proc", "tracepoint", "user", "perf", "agg"];
+const COLLECTORS: &[&str] = &["syscalls", "proc", "file", "tracepoint", "user", "perf", "agg"];
 
 fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::rc::Rc;
 
-use wasmtap_abi::{exec, exit, fork, sample, sys_enter, sys_exit, user, Frames, Kind, Record, COMM_LEN};
+use wasmtap_abi::{exec, exit, fork, open, sample, sys_enter, sys_exit, user, Frames, Kind, Record, COMM_LEN};
 
 use crate::stack::Stack;
 use crate::tracepoint::{schema, Schema, Tracepoint};
@@ -33,6 +33,8 @@ pub enum Event<'a> {
     User(UserProbe<'a>),
     /// `profile:hz:N` and `software:*`: a perf software event.
     Sample(Sample<'a>),
+    /// `file:open`: a completed open, openat, openat2 or creat, with its path.
+    Open(Open<'a>),
 }
 
 impl<'a> Event<'a> {
@@ -47,6 +49,7 @@ impl<'a> Event<'a> {
             Kind::Tracepoint => Event::Tracepoint(Tracepoint(rec)),
             Kind::User => Event::User(UserProbe(rec)),
             Kind::Sample => Event::Sample(Sample(rec)),
+            Kind::Open => Event::Open(Open(rec)),
         })
     }
 
@@ -60,7 +63,8 @@ impl<'a> Event<'a> {
             | Event::Exit(Exit(r))
             | Event::Tracepoint(Tracepoint(r))
             | Event::User(UserProbe(r))
-            | Event::Sample(Sample(r)) => r,
+            | Event::Sample(Sample(r))
+            | Event::Open(Open(r)) => r,
         }
     }
 
@@ -75,6 +79,7 @@ impl<'a> Event<'a> {
             Event::Tracepoint(_) => Kind::Tracepoint,
             Event::User(_) => Kind::User,
             Event::Sample(_) => Kind::Sample,
+            Event::Open(_) => Kind::Open,
         }
     }
 
@@ -350,6 +355,137 @@ impl Exit<'_> {
     pub fn group_dead(&self) -> bool {
         self.0.flags() & exit::FLAG_GROUP_DEAD != 0
     }
+
+    /// CPU time of the process so far (its threads already reaped plus this one), the
+    /// scheduler's exact runtime in nanoseconds; `None` in recordings made before it
+    /// was collected. At the last thread's exit it is the whole process's.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        self.0.u64_at(exit::CPU_NS)
+    }
+
+    /// The user and system parts of the same, as the kernel samples them at each tick
+    /// (the `utime`/`stime` of `/proc/PID/stat`, in nanoseconds).
+    pub fn user_sys_ns(&self) -> Option<(u64, u64)> {
+        Some((self.0.u64_at(exit::USER_NS)?, self.0.u64_at(exit::SYS_NS)?))
+    }
+}
+
+/// `AT_FDCWD`: the dir fd meaning "the current directory".
+pub const AT_FDCWD: i32 = -100;
+
+/// A completed open, openat, openat2 or creat (`file:open`), emitted at its return.
+#[derive(Clone, Copy, Debug)]
+pub struct Open<'a>(Record<'a>);
+
+impl<'a> Open<'a> {
+    /// The syscall: open (2), creat (85), openat (257) or openat2 (437) on x86_64.
+    pub fn syscall(&self) -> Syscall {
+        Syscall(i64::from(self.0.i32_at(open::NR).unwrap_or(-1)))
+    }
+
+    /// The dir fd the path is relative to; [`AT_FDCWD`] for open and creat.
+    pub fn dfd(&self) -> i32 {
+        self.0.i32_at(open::DFD).unwrap_or(AT_FDCWD)
+    }
+
+    /// The open flags (`O_*`; openat2: `how.flags`; creat: `O_WRONLY|O_CREAT|O_TRUNC`).
+    pub fn flags(&self) -> u64 {
+        self.0.u64_at(open::FLAGS).unwrap_or(0)
+    }
+
+    /// The mode a created file gets (before the umask).
+    pub fn mode(&self) -> u64 {
+        self.0.u64_at(open::MODE).unwrap_or(0)
+    }
+
+    /// The new fd, or `-errno` if the open failed.
+    pub fn ret(&self) -> i64 {
+        self.0.i64_at(open::RET).unwrap_or(0)
+    }
+
+    /// Nanoseconds from the syscall's entry to its return.
+    pub fn latency_ns(&self) -> u64 {
+        self.0.u64_at(open::LATENCY_NS).unwrap_or(0)
+    }
+
+    fn data(&self, from: usize, len: usize) -> &'a [u8] {
+        let avail = self.0.bytes().len().saturating_sub(open::DATA);
+        let from = from.min(avail);
+        self.0.slice(open::DATA + from, len.min(avail - from)).unwrap_or(&[])
+    }
+
+    fn path_len(&self) -> usize {
+        usize::from(self.0.u16_at(open::PATH_LEN).unwrap_or(0))
+    }
+
+    /// The path as the program passed it, without its NUL; empty if the kernel could
+    /// not read it (a bad pointer: the open then failed with EFAULT).
+    pub fn path_bytes(&self) -> &'a [u8] {
+        let mut p = self.data(0, self.path_len());
+        if let [rest @ .., 0] = p {
+            p = rest;
+        }
+        p
+    }
+
+    /// The path as passed; invalid UTF-8 becomes U+FFFD.
+    pub fn path(&self) -> Cow<'a, str> {
+        String::from_utf8_lossy(self.path_bytes())
+    }
+
+    /// The path was longer than the 512 bytes kept.
+    pub fn path_truncated(&self) -> bool {
+        self.0.flags() & open::FLAG_PATH_TRUNCATED != 0
+    }
+
+    /// For a relative path, the names of the directory it is relative to (the cwd, or
+    /// the dir fd's directory), innermost first, up to the process's root. Empty for an
+    /// absolute path, or when the directory was not walked.
+    pub fn base_names(&self) -> impl Iterator<Item = &'a [u8]> {
+        let len = usize::from(self.0.u16_at(open::BASE_LEN).unwrap_or(0));
+        let depth = usize::from(self.0.u16_at(open::BASE_DEPTH).unwrap_or(0));
+        let bytes = self.data(self.path_len(), len);
+        bytes.split(|&b| b == 0).take(depth)
+    }
+
+    /// The directory walk stopped before the root (deeper than 24 names, or too long):
+    /// [`Open::full_path`] then starts with `…/`.
+    pub fn base_truncated(&self) -> bool {
+        self.0.flags() & open::FLAG_BASE_TRUNCATED != 0
+    }
+
+    /// The path made absolute, as DTrace's `fi_pathname` and libbpf-tools opensnoop's
+    /// `--full-path` show it: a relative path is joined to its directory (leading `./`
+    /// dropped). An absolute path, or one whose directory was not walked, is as passed.
+    pub fn full_path(&self) -> String {
+        let path = self.path();
+        if path.starts_with('/') || path.is_empty() {
+            return path.into_owned();
+        }
+        if self.0.flags() & open::FLAG_BASE_WALKED == 0 {
+            return path.into_owned();
+        }
+        let names: Vec<&[u8]> = self.base_names().collect();
+        let mut full = String::new();
+        if self.base_truncated() {
+            full.push('…');
+        }
+        for name in names.iter().rev() {
+            full.push('/');
+            full.push_str(&String::from_utf8_lossy(name));
+        }
+        let mut rel: &str = &path;
+        while let Some(rest) = rel.strip_prefix("./") {
+            rel = rest.trim_start_matches('/');
+        }
+        if rel != "." {
+            full.push('/');
+            full.push_str(rel);
+        } else if full.is_empty() {
+            full.push('/');
+        }
+        full
+    }
 }
 
 /// A uprobe, uretprobe or USDT probe firing.
@@ -546,6 +682,54 @@ mod tests {
         let ev = Event::new(recs.next().expect("one record")).expect("known kind");
         assert!(recs.next().is_none());
         ev
+    }
+
+    #[test]
+    fn open_gives_path_flags_ret_and_the_absolute_path() {
+        let b = t::open(42, 257, b"/etc/passwd", 0o2000000, 3, &[]);
+        let Event::Open(o) = only(&b) else { panic!() };
+        assert_eq!((o.syscall().name(), o.dfd(), o.flags(), o.ret()), (Some("openat"), AT_FDCWD, 0o2000000, 3));
+        assert_eq!((o.path(), o.full_path(), o.latency_ns()), ("/etc/passwd".into(), "/etc/passwd".into(), 1500));
+        assert!(!o.path_truncated() && o.base_names().next().is_none());
+
+        let b = t::open(42, 2, b"./data/x.txt", 0o101, -13, &[b"build", b"src", b"home"]);
+        let Event::Open(o) = only(&b) else { panic!() };
+        let names: Vec<_> = o.base_names().collect();
+        assert_eq!(names, [&b"build"[..], b"src", b"home"]);
+        assert_eq!(
+            (o.path(), o.full_path(), o.ret()),
+            ("./data/x.txt".into(), "/home/src/build/data/x.txt".into(), -13)
+        );
+
+        // The cwd is the root: walked, no names.
+        let b = t::open(1, 257, b"etc", 0, 3, &[]);
+        let Event::Open(o) = only(&b) else { panic!() };
+        assert_eq!(o.full_path(), "/etc");
+        let b = t::open(1, 257, b".", 0, 3, &[b"tmp"]);
+        let Event::Open(o) = only(&b) else { panic!() };
+        assert_eq!(o.full_path(), "/tmp");
+
+        // Not walked (a bad dir fd): as passed. Too deep: marked.
+        let mut b = t::open(1, 257, b"rel", 0, -9, &[]);
+        t::set_flags(&mut b, 0);
+        let Event::Open(o) = only(&b) else { panic!() };
+        assert_eq!(o.full_path(), "rel");
+        let mut b = t::open(1, 257, b"f", 0, 3, &[b"d", b"c"]);
+        t::set_flags(&mut b, wasmtap_abi::open::FLAG_BASE_WALKED | wasmtap_abi::open::FLAG_BASE_TRUNCATED);
+        let Event::Open(o) = only(&b) else { panic!() };
+        assert_eq!(o.full_path(), "…/c/d/f");
+    }
+
+    #[test]
+    fn exit_cpu_times_are_absent_in_old_records() {
+        let b = t::exit_cpu(9, 0x100, 5, exit::FLAG_GROUP_DEAD, [7_000, 4_000, 2_000]);
+        let Event::Exit(e) = only(&b) else { panic!() };
+        assert_eq!((e.cpu_ns(), e.user_sys_ns(), e.code()), (Some(7_000), Some((4_000, 2_000)), 1));
+        let mut old = t::exit(9, 9, 5, 0);
+        old.truncate(exit::SIZE_WITHOUT_CPU);
+        put(&mut old, header::SIZE, &(exit::SIZE_WITHOUT_CPU as u16).to_le_bytes());
+        let Event::Exit(e) = only(&old) else { panic!() };
+        assert_eq!((e.cpu_ns(), e.user_sys_ns(), e.signal()), (None, None, 9));
     }
 
     #[test]

@@ -205,7 +205,8 @@
 //! A plugin's unit tests run natively (`cargo test`), where there is no host:
 //! [`Params::from_pairs`] builds parameters, [`Output::rows`] and [`Output::text`] show
 //! what it printed, and `testing` stands in for the host's `schema`, `symbolize` and
-//! `read-aggregation` and keeps what the plugin logs.
+//! `read-aggregation` and keeps what the plugin logs. [`test_records`] builds records
+//! of every kind as the collectors write them; `Event::new(Record::new(&bytes))` views one.
 
 mod agg;
 mod counts;
@@ -218,8 +219,7 @@ mod params;
 mod prop_tests;
 mod runtime;
 mod stack;
-#[cfg(test)]
-mod test_records;
+pub mod test_records;
 mod tracepoint;
 mod types;
 
@@ -255,7 +255,7 @@ pub use bindings::wasmtap::plugin::types::{
     AggSource, Correlation, KernelAggregation, KernelFunction, LinearBuckets, StartEvent,
 };
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHasher, Key};
-pub use event::{Args, Comm, Event, Exec, Exit, Fork, Sample, SysEnter, SysExit, Syscall, UserProbe};
+pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};
 pub use imports::read_aggregation;
 #[cfg(not(target_arch = "wasm32"))]
 pub use imports::testing;
@@ -264,7 +264,7 @@ pub use params::Params;
 pub use stack::{render_folded, render_stack, symbolize, Stack, StackStyle, SYMBOLIZE_MAX_ADDRS};
 pub use tracepoint::{schema, FieldRef, FieldValue, IntArray, LazyField, Schema, Tracepoint};
 pub use wasmtap_abi as abi;
-pub use wasmtap_abi::Frames;
+pub use wasmtap_abi::{Frames, Record};
 
 use bindings::wasmtap::plugin::host;
 

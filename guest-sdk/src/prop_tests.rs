@@ -46,6 +46,13 @@ pub(crate) fn touch(batch: &[u8], fields: &[Field]) -> usize {
             }
             Event::Exit(x) => {
                 let _ = (x.exit_code(), x.code(), x.signal(), x.core_dumped(), x.ppid(), x.start_ns());
+                let _ = (x.cpu_ns(), x.user_sys_ns());
+            }
+            Event::Open(o) => {
+                let len = ev.record().bytes().len();
+                assert!(o.path_bytes().len() <= len && o.base_names().map(<[u8]>::len).sum::<usize>() <= len);
+                assert!(o.full_path().len() <= 4 * len + 8);
+                let _ = (o.syscall(), o.dfd(), o.flags(), o.mode(), o.ret(), o.latency_ns(), o.path_truncated());
             }
             Event::User(u) => {
                 assert!(u.nargs() <= wasmtap_abi::user::ARGS_MAX);

@@ -1,6 +1,16 @@
-//! Hand-built records in the `wasmtap-abi` layout, for unit tests.
+//! Hand-built records in the `wasmtap-abi` layout, for plugins' unit tests.
+//!
+//! ```
+//! use wasmtap_sdk::{test_records, Event, Record};
+//! let bytes = test_records::open(42, 257, b"/etc/passwd", 0, 3, &[]);
+//! let Some(Event::Open(open)) = Event::new(Record::new(&bytes)) else { panic!() };
+//! assert_eq!(open.path(), "/etc/passwd");
+//! ```
+#![allow(missing_docs)]
 
-use wasmtap_abi::{exec, exit, fork, header, sample, stack, sys_enter as se, tracepoint as tp, user, Kind, COMM_LEN};
+use wasmtap_abi::{
+    exec, exit, fork, header, open as op, sample, stack, sys_enter as se, tracepoint as tp, user, Kind, COMM_LEN,
+};
 
 /// A zeroed record of `kind` and `size` with the header filled in.
 pub fn record(kind: Kind, size: usize, pid: u32, comm: &[u8]) -> Vec<u8> {
@@ -61,6 +71,40 @@ pub fn exit(pid: u32, status: i32, start_ns: u64, flags: u16) -> Vec<u8> {
     put(&mut b, exit::PPID, &1u32.to_le_bytes());
     put(&mut b, exit::START_NS, &start_ns.to_le_bytes());
     set_flags(&mut b, flags);
+    b
+}
+
+/// An exit record with CPU times: `cpu_ns` exact, `user_ns` + `sys_ns` sampled.
+pub fn exit_cpu(pid: u32, status: i32, start_ns: u64, flags: u16, cpu: [u64; 3]) -> Vec<u8> {
+    let mut b = exit(pid, status, start_ns, flags);
+    put(&mut b, exit::CPU_NS, &cpu[0].to_le_bytes());
+    put(&mut b, exit::USER_NS, &cpu[1].to_le_bytes());
+    put(&mut b, exit::SYS_NS, &cpu[2].to_le_bytes());
+    b
+}
+
+/// An open record (`file:open`) of syscall `nr` with dir fd AT_FDCWD and mode 0; `base`
+/// is the directory of a relative path, innermost name first (walked when not empty or
+/// when `path` is relative).
+pub fn open(pid: u32, nr: i32, path: &[u8], flags: u64, ret: i64, base: &[&[u8]]) -> Vec<u8> {
+    let mut data: Vec<u8> = path.iter().copied().chain([0]).collect();
+    let path_len = data.len() as u16;
+    let names: Vec<u8> = base.iter().flat_map(|n| n.iter().copied().chain([0])).collect();
+    data.extend_from_slice(&names);
+    let size = (op::DATA + data.len()).next_multiple_of(8);
+    let mut b = record(Kind::Open, size, pid, b"cat");
+    put(&mut b, op::NR, &nr.to_le_bytes());
+    put(&mut b, op::DFD, &(-100i32).to_le_bytes());
+    put(&mut b, op::FLAGS, &flags.to_le_bytes());
+    put(&mut b, op::RET, &ret.to_le_bytes());
+    put(&mut b, op::LATENCY_NS, &1500u64.to_le_bytes());
+    put(&mut b, op::PATH_LEN, &path_len.to_le_bytes());
+    put(&mut b, op::BASE_LEN, &(names.len() as u16).to_le_bytes());
+    put(&mut b, op::BASE_DEPTH, &(base.len() as u16).to_le_bytes());
+    put(&mut b, op::DATA, &data);
+    if !path.starts_with(b"/") {
+        set_flags(&mut b, op::FLAG_BASE_WALKED);
+    }
     b
 }
 

@@ -54,12 +54,23 @@ pub enum Kind {
     User = 7,
     /// A perf software event (cpu-clock sampling, page faults): [`sample`].
     Sample = 8,
+    /// A completed open, openat, openat2 or creat, with its path: [`open`].
+    Open = 10,
 }
 
 impl Kind {
     /// Every kind, in numeric order.
-    pub const ALL: [Kind; 8] =
-        [Kind::SysEnter, Kind::SysExit, Kind::Exec, Kind::Fork, Kind::Exit, Kind::Tracepoint, Kind::User, Kind::Sample];
+    pub const ALL: [Kind; 9] = [
+        Kind::SysEnter,
+        Kind::SysExit,
+        Kind::Exec,
+        Kind::Fork,
+        Kind::Exit,
+        Kind::Tracepoint,
+        Kind::User,
+        Kind::Sample,
+        Kind::Open,
+    ];
 
     /// The kind with this number, if any.
     pub fn from_u16(v: u16) -> Option<Kind> {
@@ -73,10 +84,11 @@ impl Kind {
             Kind::SysExit => sys_exit::SIZE,
             Kind::Exec => exec::ARGS,
             Kind::Fork => fork::SIZE,
-            Kind::Exit => exit::SIZE,
+            Kind::Exit => exit::SIZE_WITHOUT_CPU,
             Kind::Tracepoint => tracepoint::DATA,
             Kind::User => user::SIZE,
             Kind::Sample => sample::SIZE,
+            Kind::Open => open::DATA,
         }
     }
 
@@ -89,6 +101,8 @@ impl Kind {
     pub fn max_size(self) -> usize {
         match self {
             Kind::Exec => exec::MAX_SIZE,
+            Kind::Exit => exit::SIZE,
+            Kind::Open => open::MAX_SIZE,
             Kind::Tracepoint => tracepoint::DATA + tracepoint::DATA_MAX + stack::MAX_BYTES,
             Kind::User | Kind::Sample => self.min_size() + stack::MAX_BYTES,
             k => k.min_size(),
@@ -182,10 +196,60 @@ pub mod exit {
     pub const PPID: usize = 60;
     /// `u64` task start time, CLOCK_MONOTONIC nanoseconds.
     pub const START_NS: usize = 64;
+    /// `u64` CPU time of the process so far (its threads already reaped plus this one),
+    /// the scheduler's exact runtime in nanoseconds.
+    pub const CPU_NS: usize = 72;
+    /// `u64` the user part of the same, tick-sampled.
+    pub const USER_NS: usize = 80;
+    /// `u64` the system part of the same, tick-sampled.
+    pub const SYS_NS: usize = 88;
     /// Record size.
-    pub const SIZE: usize = 72;
+    pub const SIZE: usize = 96;
+    /// Size of the records of recordings made before the CPU times were added.
+    pub const SIZE_WITHOUT_CPU: usize = 72;
     /// Header flag: the last thread of the process exited.
     pub const FLAG_GROUP_DEAD: u16 = 1;
+}
+
+/// `struct wt_open` (variable size): one completed open, emitted at the syscall's exit.
+///
+/// `data` holds the path as passed, NUL-terminated ([`PATH_LEN`] bytes with the NUL;
+/// 0 when it could not be read), then, for a relative path, [`BASE_LEN`] bytes: the
+/// directory it is relative to (the cwd or the dir fd's) as [`BASE_DEPTH`] names from
+/// the innermost up to the process's root, each NUL-terminated.
+pub mod open {
+    /// `i32` the syscall: open, openat, openat2 or creat.
+    pub const NR: usize = 56;
+    /// `i32` the dir fd; AT_FDCWD (-100) for open and creat.
+    pub const DFD: usize = 60;
+    /// `u64` open flags (openat2: `how.flags`; creat: `O_CREAT|O_WRONLY|O_TRUNC`).
+    pub const FLAGS: usize = 64;
+    /// `u64` creation mode.
+    pub const MODE: usize = 72;
+    /// `i64` the new fd, or -errno.
+    pub const RET: usize = 80;
+    /// `u64` nanoseconds from the syscall's entry to its exit.
+    pub const LATENCY_NS: usize = 88;
+    /// `u16` bytes of the path, with its NUL.
+    pub const PATH_LEN: usize = 96;
+    /// `u16` bytes of the directory names.
+    pub const BASE_LEN: usize = 98;
+    /// `u16` directory names.
+    pub const BASE_DEPTH: usize = 100;
+    /// Path, then directory names.
+    pub const DATA: usize = 104;
+    /// Bytes of path kept.
+    pub const PATH_MAX: usize = 512;
+    /// Capacity of `data`.
+    pub const DATA_MAX: usize = 1280;
+    /// Largest record.
+    pub const MAX_SIZE: usize = DATA + DATA_MAX;
+    /// Header flag: the path was cut at [`PATH_MAX`].
+    pub const FLAG_PATH_TRUNCATED: u16 = 1;
+    /// Header flag: the directory is deeper than the names kept.
+    pub const FLAG_BASE_TRUNCATED: u16 = 2;
+    /// Header flag: the directory was walked (not for an absolute path or a bad dir fd).
+    pub const FLAG_BASE_WALKED: u16 = 4;
 }
 
 /// `struct wt_tracepoint` (variable size): any tracepoint, as the kernel wrote it.

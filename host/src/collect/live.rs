@@ -30,6 +30,7 @@ use super::{Chunk, KernelCounters, KindCounters};
 
 static SYSCALLS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
 static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/proc.bpf.o"));
+static FILE_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/file.bpf.o"));
 static TRACEPOINT_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracepoint.bpf.o"));
 static USER_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/user.bpf.o"));
 static PERF_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/perf.bpf.o"));
@@ -298,6 +299,7 @@ fn load(c: Collector, f: &KernelFilter, config: &LiveConfig) -> Result<Ebpf, Col
             );
             PROC_OBJ
         }
+        Collector::File => FILE_OBJ,
         Collector::Tracepoint => TRACEPOINT_OBJ,
         Collector::User => USER_OBJ,
         Collector::Perf => PERF_OBJ,
@@ -565,6 +567,18 @@ fn attach(
             }
             if kinds.contains(&Kind::Exit) || tracking {
                 attach_btf(obj, "wt_exit", "sched_process_exit", btf)?;
+            }
+        }
+        Collector::File => {
+            for sys in ["open", "openat", "openat2", "creat"] {
+                attach_tp(obj, &format!("wt_open_enter_{sys}"), "syscalls", &format!("sys_enter_{sys}"))?;
+                attach_tp(obj, &format!("wt_open_exit_{sys}"), "syscalls", &format!("sys_exit_{sys}"))?;
+            }
+            if tracking && config.filter.follow_children {
+                attach_btf(obj, "wt_file_track_fork", "sched_process_fork", btf)?;
+            }
+            if tracking {
+                attach_btf(obj, "wt_file_untrack_exit", "sched_process_exit", btf)?;
             }
         }
         _ => {}

@@ -168,6 +168,7 @@ pub fn kind_name(kind: Kind) -> &'static str {
         Kind::Tracepoint => "tracepoint",
         Kind::User => "user",
         Kind::Sample => "sample",
+        Kind::Open => "open",
     }
 }
 

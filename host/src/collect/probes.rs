@@ -17,6 +17,8 @@ pub enum Collector {
     User,
     /// `bpf/perf.bpf.c`
     Perf,
+    /// `bpf/file.bpf.c`
+    File,
     /// `bpf/agg.bpf.c`: kernel aggregations.
     Agg,
 }
@@ -29,6 +31,7 @@ pub fn collector_of(kind: Kind) -> Collector {
         Kind::Tracepoint => Collector::Tracepoint,
         Kind::User => Collector::User,
         Kind::Sample => Collector::Perf,
+        Kind::Open => Collector::File,
     }
 }
 
@@ -46,7 +49,7 @@ pub enum UprobeAt {
 pub enum ProbeSpec {
     /// `tracepoint:raw_syscalls:sys_enter|exit` (`nr` none) or `syscall:NAME:entry|exit`.
     Syscall { kind: Kind, nr: Option<u32> },
-    /// `proc:exec|fork|exit`.
+    /// `proc:exec|fork|exit`, `file:open`: a probe of one record kind.
     Proc(Kind),
     /// `tracepoint:CATEGORY:NAME`, any tracepoint.
     Tracepoint { category: String, name: String },
@@ -153,7 +156,8 @@ pub const PROBES: &[ProbeDoc] = &[
     doc("syscall:NAME:exit", Some(Kind::SysExit), "return of syscall NAME (filtered in the kernel)"),
     doc("proc:exec", Some(Kind::Exec), "execve/execveat, with argv and return value"),
     doc("proc:fork", Some(Kind::Fork), "fork/clone of a process or thread"),
-    doc("proc:exit", Some(Kind::Exit), "exit of a thread (flag: last of its process)"),
+    doc("proc:exit", Some(Kind::Exit), "exit of a thread (flag: last of its process), with CPU time"),
+    doc("file:open", Some(Kind::Open), "a completed open/openat/openat2/creat: path, flags, fd or errno, latency"),
     doc("tracepoint:CATEGORY:NAME", Some(Kind::Tracepoint), "any kernel tracepoint, fields as its tracefs format says"),
     doc(
         "btf:NAME",
@@ -183,9 +187,25 @@ pub fn kind_fields(kind: Kind) -> &'static [(&'static str, &'static str)] {
             &[("ppid", "u32"), ("ret", "s32"), ("argc", "u32"), ("args", "string[] (NUL-separated, up to 2048 bytes)")]
         }
         Kind::Fork => &[("child_pid", "u32"), ("child_tid", "u32"), ("flags.thread", "bool")],
-        Kind::Exit => {
-            &[("exit_code", "s32 (wait status)"), ("ppid", "u32"), ("start_ns", "u64"), ("flags.group_dead", "bool")]
-        }
+        Kind::Exit => &[
+            ("exit_code", "s32 (wait status)"),
+            ("ppid", "u32"),
+            ("start_ns", "u64"),
+            ("cpu_ns", "u64 (the process's CPU time so far)"),
+            ("user_ns", "u64"),
+            ("sys_ns", "u64"),
+            ("flags.group_dead", "bool"),
+        ],
+        Kind::Open => &[
+            ("nr", "s32 (open, openat, openat2, creat)"),
+            ("dfd", "s32"),
+            ("flags", "u64"),
+            ("mode", "u64"),
+            ("ret", "s64 (fd or -errno)"),
+            ("latency_ns", "u64"),
+            ("path", "string (up to 512 bytes)"),
+            ("base", "string[] (a relative path's directory, innermost first)"),
+        ],
         Kind::Tracepoint => &[("event_id", "u32"), ("data", "the tracepoint's entry (fields below)")],
         Kind::User => &[
             ("ip", "u64"),
@@ -220,6 +240,7 @@ pub fn parse(name: &str) -> Result<ProbeSpec, ProbeError> {
         "proc:exec" => return Ok(ProbeSpec::Proc(Kind::Exec)),
         "proc:fork" => return Ok(ProbeSpec::Proc(Kind::Fork)),
         "proc:exit" => return Ok(ProbeSpec::Proc(Kind::Exit)),
+        "file:open" => return Ok(ProbeSpec::Proc(Kind::Open)),
         "begin" | "BEGIN" => return Ok(ProbeSpec::Begin),
         "end" | "END" => return Ok(ProbeSpec::End),
         _ => {}

@@ -105,6 +105,7 @@ pub fn counter_rows(c: Collector, table: &ProbeTable) -> Vec<u32> {
             rows
         }
         Collector::Proc => kinds(&[Kind::Exec, Kind::Fork, Kind::Exit]),
+        Collector::File => kinds(&[Kind::Open]),
         Collector::Tracepoint => slots(Kind::Tracepoint, ROW_TRACEPOINT, table.tracepoints.len(), TP_SLOTS),
         Collector::User => slots(Kind::User, ROW_USER, table.user.len(), USER_SLOTS),
         Collector::Perf => slots(Kind::Sample, ROW_PERF, table.perf.len(), PERF_EVENTS),

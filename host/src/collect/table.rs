@@ -163,7 +163,7 @@ impl ProbeTable {
                 let row = if kind == Kind::SysEnter { ProbeRow::SysEnter } else { ProbeRow::SysExit };
                 ProbeRow::bounded(kind, id, rows::NR_SYSCALLS, row)
             }
-            Kind::Exec | Kind::Fork | Kind::Exit => ProbeRow::Kind(kind),
+            Kind::Exec | Kind::Fork | Kind::Exit | Kind::Open => ProbeRow::Kind(kind),
             Kind::Tracepoint => {
                 let id = rec.u32_at(tracepoint::EVENT_ID)?;
                 // The collector's config of an event id is the last one written.
@@ -195,6 +195,7 @@ impl ProbeTable {
             ProbeRow::Kind(Kind::SysEnter) => Some("tracepoint:raw_syscalls:sys_enter".to_string()),
             ProbeRow::Kind(Kind::SysExit) => Some("tracepoint:raw_syscalls:sys_exit".to_string()),
             ProbeRow::Kind(k @ (Kind::Exec | Kind::Fork | Kind::Exit)) => Some(format!("proc:{}", super::kind_name(k))),
+            ProbeRow::Kind(Kind::Open) => Some("file:open".to_string()),
             ProbeRow::Kind(_) => None,
             ProbeRow::SysEnter(nr) => syscall(nr, "entry"),
             ProbeRow::SysExit(nr) => syscall(nr, "exit"),
