@@ -1,110 +1,340 @@
 #!/usr/bin/env python3
-"""Syscall overhead and throughput: no tracer vs bpftrace vs wasmtap, alternating runs.
+"""wasmtap against bpftrace: overhead, streaming, start-up and memory, in one command.
 
-    sudo bench/run.py [--rounds 7] [--calls 3000000]
+    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro]
 
-W1 (getppid storm) under:
-  none      no tracer
-  bpftrace  tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }   (system-wide)
-  by-comm   wasmtap run syscount --param by=process (system-wide; counted in the kernel
-            by comm: the same work as the bpftrace line)
-  wasmtap   wasmtap run syscount                  (counted in the kernel by syscall and by
-            comm: two map updates per syscall, read by the plugin at the end)
-  streamed  wasmtap run syscount --param mode=stream (every syscall through the ring
-            buffer to the Wasm plugin, in batches)
-Prints medians and ranges of ns per getppid call, added ns vs none, the ratios to
-bpftrace, and the rate at which the streamed plugin received events, plus the machine.
+Needs `./x build` first and bpftrace (Debian's, `apt-get install bpftrace`). Every measure
+runs the same workload with no tracer, under bpftrace and under wasmtap, alternating
+within each round; tracers run on CPU 0, workloads on CPU 1. It prints Markdown: the
+machine, then one table per section with medians, ranges (min-max), ratios to bpftrace,
+and the count each tracer reported against the workload's known count.
+
+Workloads (bench/workloads/*.c; each prints its own ns per operation):
+  W1 getppid storm (3M)            W2 openat+close storm (500k)
+  W3 fork+exec of /bin/true (2k)   W4 page-fault storm (2 GiB of fresh pages)
+  W5 pipe ping-pong (200k round trips)
 """
-import argparse, os, platform, re, signal, statistics, subprocess, sys, time
+import argparse, os, platform, re, signal, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WASMTAP = os.path.join(ROOT, "target/release/wasmtap")
-BIN = os.path.join(ROOT, "target/bench/getppid_bench")
+BIN = os.path.join(ROOT, "target/bench")
+TMP = tempfile.mkdtemp(prefix="wasmtap-bench-")
+GETPPID = 110  # x86_64
+
+# name, binary, full-size argument, syscalls per operation under the workload's comm
+WORKLOADS = [
+    ("W1", "w1_getppid", 3_000_000, 1),
+    ("W2", "w2_openat", 500_000, 2),
+    ("W3", "w3_forkexec", 2_000, 3),  # parent: clone + wait4; child: execve (before its comm changes)
+    ("W4", "w4_pagefault", 2048, 0),  # argument in MiB; ops are pages; syscalls: mmap/munmap per 64 MiB
+    ("W5", "w5_pipe", 200_000, 4),  # each round trip: write+read in the parent, read+write in the child
+]
+
+BT_COUNT = "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }"
+BT_LATENCY = (
+    "tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } "
+    "tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @ns[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }"
+)
+BT_OPENSNOOP = (
+    "tracepoint:syscalls:sys_enter_openat { @fn[tid] = args->filename; } "
+    "tracepoint:syscalls:sys_exit_openat /@fn[tid]/ "
+    '{ printf("%d %s %d %s\\n", pid, comm, args->ret, str(@fn[tid])); delete(@fn[tid]); }'
+)
+BT_EXECSNOOP = 'tracepoint:syscalls:sys_enter_execve { printf("%d %d ", pid, ppid); join(args->argv); }'
+BT_RUNQLAT = (
+    "tracepoint:sched:sched_wakeup, tracepoint:sched:sched_wakeup_new { @qtime[args->pid] = nsecs; } "
+    "tracepoint:sched:sched_switch { if (args->prev_state == 0) { @qtime[args->prev_pid] = nsecs; } "
+    "$ns = @qtime[args->next_pid]; if ($ns) { @nsecs = hist(nsecs - $ns); } delete(@qtime[args->next_pid]); }"
+)
+BT_PRINTF = 'tracepoint:syscalls:sys_enter_getppid { printf("%d %d %s\\n", pid, tid, comm); }'
+
+
+def wt(*args):
+    return [WASMTAP, "run", *args]
 
 
 def build():
-    os.makedirs(os.path.dirname(BIN), exist_ok=True)
-    subprocess.run(["cc", "-O2", "-o", BIN, os.path.join(ROOT, "bench/getppid_bench.c")], check=True)
+    os.makedirs(BIN, exist_ok=True)
+    for src in sorted(os.listdir(os.path.join(ROOT, "bench/workloads"))):
+        if src.endswith(".c"):
+            out = os.path.join(BIN, src[:-2])
+            subprocess.run(["cc", "-O2", "-o", out, os.path.join(ROOT, "bench/workloads", src)], check=True)
+    if not os.access(WASMTAP, os.X_OK):
+        sys.exit(f"{WASMTAP} is missing: run ./x build first")
 
 
-def workload(calls):
-    out = subprocess.run(["taskset", "-c", "1", BIN, str(calls)], check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"ns_per_call ([\d.]+)", out).group(1))
+def machine():
+    cpu = "?"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    bt = subprocess.run(["bpftrace", "--version"], capture_output=True, text=True).stdout.strip()
+    mem = int(open("/proc/meminfo").readline().split()[1]) // 1024
+    virt = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True).stdout.strip() or "?"
+    return f"{platform.node()} ({virt}), Linux {platform.release()}, {os.cpu_count()} CPUs ({cpu}), {mem} MiB RAM, {bt}"
 
 
-def wait_for(proc, stream, needle, timeout=30):
-    deadline = time.time() + timeout
-    buf = b""
-    os.set_blocking(stream.fileno(), False)
-    while time.time() < deadline:
-        try:
-            chunk = os.read(stream.fileno(), 65536)
-        except BlockingIOError:
-            chunk = b""
-        if chunk:
-            buf += chunk
-            if needle.encode() in buf:
-                os.set_blocking(stream.fileno(), True)
-                return buf
-        if proc.poll() is not None:
-            raise SystemExit(f"tracer exited early: {buf}")
-        time.sleep(0.01)
-    raise SystemExit(f"tracer did not start: {buf}")
+def run_workload(binary, arg):
+    out = subprocess.run(["taskset", "-c", "1", os.path.join(BIN, binary), str(arg)], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"ops (\d+) ns_per_op ([\d.]+)", out)
+    return int(m.group(1)), float(m.group(2))
 
 
-def traced(cmd, ready_stream, needle, calls):
-    p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    early = wait_for(p, getattr(p, ready_stream), needle)
-    time.sleep(0.2)
-    ns = workload(calls)
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
-    if ready_stream == "stdout":
-        out = early + out
+class Tracer:
+    """A tracer process on CPU 0, its output in files; ready once its attach message is out."""
+
+    def __init__(self, cmd, ready, name):
+        self.out = open(os.path.join(TMP, f"{name}.out"), "w+b")
+        self.err = open(os.path.join(TMP, f"{name}.err"), "w+b")
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=self.out, stderr=self.err)
+        deadline = time.monotonic() + 60
+        while ready not in self.text() + self.errors():
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"tracer {cmd} did not start: {self.errors()}")
+            time.sleep(0.005)
+        time.sleep(0.5)
+
+    def text(self):
+        self.out.seek(0)
+        return self.out.read().decode(errors="replace")
+
+    def errors(self):
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def stop(self):
+        """SIGINT; returns (seconds to exit, peak RSS MiB, CPU seconds)."""
+        t = time.monotonic()
+        self.p.send_signal(signal.SIGINT)
+        _, status, ru = os.wait4(self.p.pid, 0)
+        self.p.returncode = os.waitstatus_to_exitcode(status)
+        return time.monotonic() - t, ru.ru_maxrss / 1024, ru.ru_utime + ru.ru_stime
+
+
+def bt(program, name):
+    return Tracer(["bpftrace", "-e", program], "Attaching", name)
+
+
+def wasmtap(args, name):
+    return Tracer(wt(*args), "Attached", name)
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def rng(xs):
+    return f"{min(xs):.0f}-{max(xs):.0f}" if xs else "-"
+
+
+def count_of(text, pattern):
+    m = re.search(pattern, text)
+    return int(m.group(1)) if m else None
+
+
+def hist_total(text, header):
+    """Sum of the counts of the histogram printed after the line starting with `header`."""
+    total, inside = 0, False
+    for line in text.splitlines():
+        if line.startswith(header):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"\[[^\]]*[\])]\s+(\d+)\s+\|", line.strip())
+            if m:
+                total += int(m.group(1))
+            elif line.strip() == "" or line.startswith("@"):
+                if total:
+                    break
+    return total
+
+
+def overhead(rounds, quick):
+    """Added ns per operation of each tool on each workload, with counts checked."""
+    rows = []
+    for wname, binary, full, per_op in WORKLOADS:
+        arg = max(1, full // 10) if quick else full
+        comm = binary[:15]
+        tools = [
+            ("count by comm", lambda n: bt(BT_COUNT, n), rf"@\[{comm}\]: (\d+)",
+             lambda n: wasmtap(["syscount", "--param", "by=process"], n), rf"@process\[{comm}\]: (\d+)"),
+        ]
+        if wname == "W1":
+            tools.append(("syscall latency histogram", lambda n: bt(BT_LATENCY, n), f"@ns[{GETPPID}]:",
+                          lambda n: wasmtap(["syslatency"], n), "@nanoseconds[getppid]:"))
+        if wname == "W2":
+            tools.append(("opensnoop, streamed", lambda n: bt(BT_OPENSNOOP, n), "/etc/hostname",
+                          lambda n: wasmtap(["opensnoop", "--output-budget", "4194304"], n), "/etc/hostname"))
+        if wname == "W3":
+            tools.append(("execsnoop, streamed", lambda n: bt(BT_EXECSNOOP, n), "true",
+                          lambda n: wasmtap(["execsnoop", "--output-budget", "4194304"], n), "true"))
+        if wname == "W5":
+            tools.append(("runqlat", lambda n: bt(BT_RUNQLAT, n), "@nsecs:",
+                          lambda n: wasmtap(["runqlat"], n), "@nsecs:"))
+        for tool, bt_start, bt_pat, wt_start, wt_pat in tools:
+            ns = {"none": [], "bpftrace": [], "wasmtap": []}
+            counts = {"bpftrace": [], "wasmtap": []}
+            rss = {"bpftrace": [], "wasmtap": []}
+            cpu = {"bpftrace": [], "wasmtap": []}
+            ops = 0
+            for r in range(rounds):
+                ops, x = run_workload(binary, arg)
+                ns["none"].append(x)
+                for who, start, pat in (("bpftrace", bt_start, bt_pat), ("wasmtap", wt_start, wt_pat)):
+                    t = start(f"{wname}-{who}-{r}")
+                    _, x = run_workload(binary, arg)
+                    _, peak, secs = t.stop()
+                    ns[who].append(x)
+                    rss[who].append(peak)
+                    cpu[who].append(secs)
+                    text = t.text()
+                    if tool == "count by comm":
+                        counts[who].append(count_of(text, pat))
+                    elif tool == "syscall latency histogram" or tool == "runqlat":
+                        counts[who].append(hist_total(text, pat))
+                    elif tool.startswith("opensnoop"):
+                        counts[who].append(sum(1 for l in text.splitlines() if comm in l and pat in l))
+                    else:
+                        counts[who].append(sum(1 for l in text.splitlines() if re.search(r"\btrue\b", l)))
+            base = med(ns["none"])
+            added = {w: med(ns[w]) - base for w in ("bpftrace", "wasmtap")}
+            ratio = added["wasmtap"] / added["bpftrace"] if added["bpftrace"] > 0 else float("nan")
+            if tool == "count by comm":
+                expect = per_op * ops
+                check = {w: ", ".join(f"{c - expect:+d}" if c is not None else "missing" for c in counts[w]) for w in counts}
+                known = f"{per_op}×{ops:,} syscalls (+ start-up)"
+            elif tool in ("opensnoop, streamed", "execsnoop, streamed", "syscall latency histogram"):
+                check = {w: ", ".join(f"{c - ops:+d}" for c in counts[w]) for w in counts}
+                known = f"{ops:,}"
+            else:
+                check = {w: ", ".join(str(c) for c in counts[w]) for w in counts}
+                known = "samples (no exact truth)"
+            rows.append((wname, tool, base, rng(ns["none"]), added, {w: rng(ns[w]) for w in added}, ratio, known, check,
+                         {w: max(rss[w]) for w in rss}, {w: med(cpu[w]) for w in cpu}))
+            print(f"  {wname} {tool}: none {base:.1f} ns/op, bpftrace +{added['bpftrace']:.1f}, "
+                  f"wasmtap +{added['wasmtap']:.1f} (ratio {ratio:.2f}); counts vs known {known}: "
+                  f"bpftrace [{check['bpftrace']}], wasmtap [{check['wasmtap']}]", file=sys.stderr, flush=True)
+    print("\n## Overhead: added ns per operation (medians; ranges min-max)\n")
+    print("| workload | tool | none ns/op | bpftrace added | wasmtap added | wasmtap/bpftrace | known count | bpftrace count − known | wasmtap count − known | peak RSS MiB bpftrace / wasmtap | tracer CPU s bpftrace / wasmtap |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for w, tool, base, brng, added, ranges, ratio, known, check, rss, cpu in rows:
+        print(f"| {w} | {tool} | {base:.1f} ({brng}) | +{added['bpftrace']:.1f} ({ranges['bpftrace']}) | "
+              f"+{added['wasmtap']:.1f} ({ranges['wasmtap']}) | {ratio:.2f} | {known} | {check['bpftrace']} | "
+              f"{check['wasmtap']} | {rss['bpftrace']:.0f} / {rss['wasmtap']:.0f} | {cpu['bpftrace']:.2f} / {cpu['wasmtap']:.2f} |")
+
+
+def streaming(quick):
+    """printf-style streaming of paced getppid calls: events delivered and lost by each."""
+    secs = 1 if quick else 2
+    rates = [250_000, 500_000, 1_000_000, 1_500_000, 2_000_000, 3_000_000]
+    print("\n## Streaming: one output line per event, paced getppid\n")
+    print(f"`paced RATE {secs}` calls getppid at RATE per second for {secs} s; each tracer prints one line per call "
+          "(bpftrace `printf`, wasmtap the `snoop` example plugin: one row per event, batched), output to a file. "
+          "Lost = calls − lines of the workload's pid; the tracer's own drop report beside it.\n")
+    print("| offered rate | achieved calls/s | bpftrace lines | bpftrace lost | wasmtap lines | wasmtap lost | wasmtap drops reported | wasmtap CPU s per M events |")
+    print("|---|---|---|---|---|---|---|---|")
+    best = {"bpftrace": 0, "wasmtap": 0}
+    for rate in rates:
+        cells = {}
+        for who in ("bpftrace", "wasmtap"):
+            if who == "bpftrace":
+                t = bt(BT_PRINTF, f"stream-{who}-{rate}")
+            else:
+                t = wasmtap(["snoop", "--output-budget", "4194304", "--stats"], f"stream-{who}-{rate}")
+            p = subprocess.run(["taskset", "-c", "1", os.path.join(BIN, "paced"), str(rate), str(secs)],
+                               capture_output=True, text=True, check=True)
+            ops, achieved = map(float, re.search(r"ops (\d+) rate (\d+)", p.stdout).groups())
+            _, _, cpu = t.stop()
+            text = t.text()
+            lines = sum(1 for l in text.splitlines() if l.rstrip().endswith(" paced"))
+            lost = int(ops) - lines
+            reported = re.search(r"(\d+) lost", t.errors())
+            cells[who] = (lines, lost, reported.group(1) if reported else "-", cpu, achieved)
+            if lost == 0:
+                best[who] = max(best[who], achieved)
+        b, w = cells["bpftrace"], cells["wasmtap"]
+        print(f"| {rate:,} | {w[4]:,.0f} | {b[0]:,} | {b[1]:,} ({100 * b[1] / max(1, b[0] + b[1]):.0f} %) | {w[0]:,} | "
+              f"{w[1]:,} ({100 * w[1] / max(1, w[0] + w[1]):.0f} %) | {w[2]} | {w[3] / max(1e-9, w[0] / 1e6):.2f} |", flush=True)
+    print(f"\nHighest rate with nothing lost: bpftrace {best['bpftrace']:,.0f}/s, wasmtap {best['wasmtap']:,.0f}/s "
+          "(of the rates tried).")
+
+
+def startup(rounds):
+    """Start to first event, and stop time, for a cached plugin and bpftrace."""
+    subprocess.run(wt("execsnoop", "-c", "/bin/true"), capture_output=True)  # warm the plugin cache
+    res = {"bpftrace": [], "wasmtap": []}
+    stops = {"bpftrace": [], "wasmtap": []}
+    for r in range(rounds):
+        for who in ("bpftrace", "wasmtap"):
+            if who == "bpftrace":
+                cmd = ["bpftrace", "-e", 'tracepoint:syscalls:sys_exit_execve /comm == "true"/ { printf("first %d\\n", pid); }', "-c", "/bin/true"]
+                needle = "first "
+            else:
+                cmd = wt("execsnoop", "-c", "/bin/true")
+                needle = "/bin/true"
+            out = open(os.path.join(TMP, f"start-{who}-{r}.out"), "w+b")
+            t0 = time.monotonic()
+            p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=out, stderr=subprocess.DEVNULL)
+            first = None
+            while time.monotonic() - t0 < 30:
+                out.seek(0)
+                if needle in out.read().decode(errors="replace"):
+                    first = time.monotonic() - t0
+                    break
+                if p.poll() is not None:
+                    out.seek(0)
+                    if needle in out.read().decode(errors="replace"):
+                        first = time.monotonic() - t0
+                    break
+                time.sleep(0.001)
+            p.wait()
+            res[who].append(1000 * first if first is not None else float("nan"))
+            # Stop time of a system-wide tracer with a live aggregation.
+            t = bt(BT_COUNT, f"stop-{who}-{r}") if who == "bpftrace" else wasmtap(["syscount"], f"stop-{who}-{r}")
+            secs, _, _ = t.stop()
+            stops[who].append(1000 * secs)
+    print("\n## Start-up and stop\n")
+    print("Start to first event: from spawning the tracer to the first line of a traced `/bin/true` exec "
+          "(`-c /bin/true`; wasmtap's execsnoop compiled once before, so it comes from the plugin cache). "
+          "Stop: from SIGINT to exit, for a system-wide syscall count.\n")
+    print("| measure | bpftrace | wasmtap |")
+    print("|---|---|---|")
+    print(f"| start to first event, ms | {med(res['bpftrace']):.0f} ({rng(res['bpftrace'])}) | {med(res['wasmtap']):.0f} ({rng(res['wasmtap'])}) |")
+    print(f"| stop, ms | {med(stops['bpftrace']):.0f} ({rng(stops['bpftrace'])}) | {med(stops['wasmtap']):.0f} ({rng(stops['wasmtap'])}) |")
+
+
+def micro():
+    print("\n## Micro-benchmarks (host/benches/micro.rs)\n")
+    p = subprocess.run(["cargo", "bench", "--quiet", "-p", "wasmtap", "--bench", "micro"], cwd=ROOT, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"(failed: {p.stderr[-2000:]})")
     else:
-        err = early + err
-    return ns, out.decode(errors="replace"), err.decode(errors="replace")
+        print(p.stdout)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--calls", type=int, default=3_000_000)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="a tenth of each workload, 1 round where unset")
+    ap.add_argument("--only", default="overhead,streaming,startup,micro")
     a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/run.py needs root (BPF)")
     build()
-    res = {"none": [], "bpftrace": [], "by-comm": [], "wasmtap": [], "streamed": []}
-    delivered = []
-    losses = {"by-comm": [], "wasmtap": [], "streamed": []}
-    for r in range(a.rounds):
-        res["none"].append(workload(a.calls))
-        ns, out, _ = traced(["bpftrace", "-e", "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }"], "stdout", "Attaching", a.calls)
-        res["bpftrace"].append(ns)
-        m = re.search(r"@\[getppid_bench\]: (\d+)", out)
-        assert m and int(m.group(1)) >= a.calls, f"bpftrace miscounted: {out[-500:]}"
-        for tool, extra in [("by-comm", ["--param", "by=process"]), ("wasmtap", []), ("streamed", ["--param", "mode=stream"])]:
-            ns, out, err = traced([WASMTAP, "run", "syscount", "--param", "top=3", "--stats"] + extra, "stderr", "Attached", a.calls)
-            res[tool].append(ns)
-            m = re.search(r"@process\[getppid_bench\]: (\d+)", out)
-            lost = re.search(r", (\d+) lost", err)
-            assert m and lost, f"{tool}: no count or no accounting: {out[-500:]} {err[-500:]}"
-            # Counted exactly, unless events were lost (streaming only), which are reported.
-            assert int(m.group(1)) + int(lost.group(1)) >= a.calls, f"{tool} miscounted: {out[-500:]} {err[-500:]}"
-            losses[tool].append(int(lost.group(1)))
-        delivered.append(a.calls / (ns * a.calls / 1e9))
-        print(f"round {r + 1}: " + "  ".join(f"{k} {v[-1]:.1f}" for k, v in res.items()), file=sys.stderr)
-    base = statistics.median(res["none"])
-    print(f"machine: {platform.node()} {platform.release()} {os.cpu_count()} cpus; {a.rounds} alternating rounds of {a.calls} getppid calls (medians, min-max)")
-    print(f"{'tracer':<10} {'ns/call':>8} {'range':>15} {'added ns':>9}")
-    for k, v in res.items():
-        med = statistics.median(v)
-        print(f"{k:<10} {med:>8.1f} {min(v):>7.1f}-{max(v):<7.1f} {med - base:>9.1f}")
-    add_b = statistics.median(res["bpftrace"]) - base
-    for tool in ("by-comm", "wasmtap", "streamed"):
-        add = statistics.median(res[tool]) - base
-        print(f"{tool}/bpftrace added-ns ratio: {add / add_b:.2f}")
-    for tool, lost in losses.items():
-        print(f"{tool}: events lost per round: {lost}")
-    print(f"streamed: syscalls/s offered to the plugin: median {statistics.median(delivered) / 1e6:.2f} M/s")
+    only = set(a.only.split(","))
+    print("# wasmtap vs bpftrace\n")
+    print(f"Machine: {machine()}. {time.strftime('%Y-%m-%d')}. {a.rounds} rounds, alternating.")
+    if "overhead" in only:
+        overhead(a.rounds, a.quick)
+    if "streaming" in only:
+        streaming(a.quick)
+    if "startup" in only:
+        startup(a.rounds)
+    if "micro" in only:
+        micro()
 
 
 if __name__ == "__main__":

@@ -104,6 +104,8 @@ pub fn run_live(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         plugins.tick(clock.mono_ns(), out, &clock);
+        // Rows reach the reader as they happen (one write per chunk at most), not at exit.
+        out.flush();
         if stopping {
             continue;
         }

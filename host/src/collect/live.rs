@@ -114,37 +114,53 @@ impl Live {
         }
         crate::collect::tracefs::ensure_mounted();
         let collectors: BTreeSet<Collector> = config.kinds.iter().map(|k| collector_of(*k)).collect();
-        let btf = Btf::from_sys_fs().map_err(|e| CollectError::Load {
-            collector: Collector::Syscalls,
-            reason: format!("no kernel BTF: {e}"),
-        })?;
+        // The kernel's BTF (for tp_btf attachment) parses while the collectors load: each
+        // loader parses its own copy, and the two take most of the start-up time.
+        let btf_job = std::thread::Builder::new()
+            .name("wasmtap-btf".into())
+            .spawn(Btf::from_sys_fs)
+            .map_err(CollectError::Thread)?;
         let mut objects = Vec::new();
-        let mut rings = Vec::new();
         let mut user_links = Vec::new();
-        let mut values = None;
         if !config.aggs.is_empty() {
             let c = Collector::Agg;
             let mut obj = load(c, &config.agg_filter, config)?;
             configure(c, &mut obj, &config.agg_filter, config)?;
-            // Attached before the streaming collectors, so its programs run first: a
-            // latency's start is stamped after the aggregation's own work, its end before.
-            attach_aggs(&mut obj, config, &btf, &mut user_links)?;
-            let map = obj.take_map("AGG_VALUES").ok_or(CollectError::Map {
-                collector: c,
-                map: "AGG_VALUES",
-                reason: "missing".into(),
-            })?;
-            values = Some(KernelValues::new(map).map_err(|reason| CollectError::Map {
-                collector: c,
-                map: "AGG_VALUES",
-                reason,
-            })?);
             objects.push((c, obj));
         }
         for c in collectors {
             let mut obj = load(c, &config.filter, config)?;
             configure(c, &mut obj, &config.filter, config)?;
-            attach(c, &mut obj, config, &btf, &mut user_links)?;
+            objects.push((c, obj));
+        }
+        let btf = btf_job
+            .join()
+            .map_err(|_| CollectError::Load { collector: Collector::Syscalls, reason: "BTF parsing panicked".into() })?
+            .map_err(|e| CollectError::Load {
+                collector: Collector::Syscalls,
+                reason: format!("no kernel BTF: {e}"),
+            })?;
+        let mut rings = Vec::new();
+        let mut values = None;
+        // In order: the aggregation collector first, so its programs run first (a
+        // latency's start is stamped after the aggregation's own work, its end before).
+        for (c, obj) in &mut objects {
+            let c = *c;
+            if c == Collector::Agg {
+                attach_aggs(obj, config, &btf, &mut user_links)?;
+                let map = obj.take_map("AGG_VALUES").ok_or(CollectError::Map {
+                    collector: c,
+                    map: "AGG_VALUES",
+                    reason: "missing".into(),
+                })?;
+                values = Some(KernelValues::new(map).map_err(|reason| CollectError::Map {
+                    collector: c,
+                    map: "AGG_VALUES",
+                    reason,
+                })?);
+                continue;
+            }
+            attach(c, obj, config, &btf, &mut user_links)?;
             let ring = obj.take_map("EVENTS").ok_or(CollectError::Map {
                 collector: c,
                 map: "EVENTS",
@@ -156,7 +172,6 @@ impl Live {
                 reason: e.to_string(),
             })?;
             rings.push(ring);
-            objects.push((c, obj));
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let in_flight = Arc::new(AtomicU64::new(0));
