@@ -1,0 +1,184 @@
+//! openaggr: every interval, how many opens did each process attempt, and how many
+//! worked? The DTrace/SystemTap book's Exercise 2: per process, attempts to create a
+//! file (O_CREAT or O_TMPFILE), attempts to open an existing one, successes and
+//! failures, reset every interval. See README.md.
+
+use wasmtap_sdk::{
+    export_plugin, wall_ns, Column, ColumnKind, Comm, Event, FxHashMap, Output, ParamKind, ParamSpec, Params, Plan,
+    Plugin, PluginInfo, Subscription, TableSpec, Value,
+};
+use wasmtap_syscalls::creates;
+
+const NS_PER_MS: u64 = 1_000_000;
+/// Processes kept per interval; opens by further processes are counted in `other`.
+const PROCESSES_MAX: usize = 65536;
+
+/// Counts of one process in one interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Tally {
+    create: u64,
+    open: u64,
+    success: u64,
+    fail: u64,
+}
+
+struct Openaggr {
+    top: usize,
+    counts: FxHashMap<(u32, Comm), Tally>,
+    /// Opens of processes past PROCESSES_MAX, this interval.
+    other: u64,
+}
+
+impl Plugin for Openaggr {
+    fn info() -> PluginInfo {
+        PluginInfo::new(
+            "openaggr",
+            env!("CARGO_PKG_VERSION"),
+            "Every interval, per process: attempts to create and to open files, successes, failures",
+            vec![
+                ParamSpec::new("interval", ParamKind::Duration, "1s", "print and reset the counts this often"),
+                ParamSpec::new("top", ParamKind::Integer, "0", "rows per interval, busiest first; 0: all, by pid"),
+            ],
+        )
+    }
+
+    fn start(params: &Params) -> Result<(Self, Plan), String> {
+        let interval = params.duration_ns("interval");
+        if interval < NS_PER_MS {
+            return Err("interval: must be at least 1ms".into());
+        }
+        let top = usize::try_from(params.int("top")).map_err(|_| "top: must be 0 (all) or more".to_string())?;
+        let columns = vec![
+            Column::new("TIME", ColumnKind::Timestamp, 12),
+            Column::new("EXECNAME", ColumnKind::Text, 16),
+            Column::new("PID", ColumnKind::Integer, 7),
+            Column::new("CREATE", ColumnKind::Integer, 7),
+            Column::new("OPEN", ColumnKind::Integer, 7),
+            Column::new("SUCCESS", ColumnKind::Integer, 8),
+            Column::new("FAIL", ColumnKind::Integer, 6),
+        ];
+        let subs =
+            vec![Subscription::new("file:open"), Subscription::new(&format!("interval:ms:{}", interval / NS_PER_MS))];
+        let plan = Plan::new(subs).with_table(TableSpec::new("opens", columns));
+        Ok((Openaggr { top, counts: FxHashMap::default(), other: 0 }, plan))
+    }
+
+    fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
+        let Event::Open(open) = ev else { return };
+        let key = (ev.pid(), ev.comm_key());
+        if self.counts.len() >= PROCESSES_MAX && !self.counts.contains_key(&key) {
+            self.other += 1;
+            return;
+        }
+        let t = self.counts.entry(key).or_default();
+        if creates(open.flags()) {
+            t.create += 1;
+        } else {
+            t.open += 1;
+        }
+        if open.ret() >= 0 {
+            t.success += 1;
+        } else {
+            t.fail += 1;
+        }
+    }
+
+    fn on_tick(&mut self, sub: u32, now_ns: u64, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
+        if sub == 1 {
+            self.report(now_ns, wall_ns(), out);
+        }
+        Vec::new()
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
+        self.report(wasmtap_sdk::monotonic_ns(), wall_ns(), out);
+        Vec::new()
+    }
+}
+
+impl Openaggr {
+    /// The interval's rows (by pid, or the busiest `top`), then a fresh interval.
+    fn report(&mut self, now_ns: u64, wall_ns: u64, out: &mut Output) {
+        out.print(&format!("{}\n", utc(wall_ns)));
+        let mut rows: Vec<_> = self.counts.drain().collect();
+        rows.sort_by_key(|((pid, comm), _)| (*pid, comm.clone()));
+        if self.top > 0 && rows.len() > self.top {
+            rows.sort_by_key(|(k, t)| (std::cmp::Reverse(t.create + t.open), k.0));
+            rows.truncate(self.top);
+            rows.sort_by_key(|((pid, _), _)| *pid);
+        }
+        for ((pid, comm), t) in rows {
+            let row = vec![
+                Value::from(now_ns),
+                Value::Text(comm.to_string()),
+                Value::from(pid),
+                Value::from(t.create),
+                Value::from(t.open),
+                Value::from(t.success),
+                Value::from(t.fail),
+            ];
+            out.row(0, row);
+        }
+        if self.other > 0 {
+            out.print(&format!("({} opens of further processes not shown)\n", std::mem::take(&mut self.other)));
+        }
+    }
+}
+
+/// `2026-11-22 09:41:05 UTC` for nanoseconds since the epoch.
+fn utc(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+export_plugin!(Openaggr);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtap_sdk::{test_records as t, Record};
+
+    #[test]
+    fn dates_are_civil_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_795_340_465 * 1_000_000_000), "2026-11-22 09:41:05 UTC");
+        assert_eq!(utc(951_782_400 * 1_000_000_000), "2000-02-29 00:00:00 UTC");
+    }
+
+    #[test]
+    fn opens_are_tallied_per_process_and_reset_each_interval() {
+        let (mut me, plan) = Openaggr::start(&Params::from_pairs(&[("interval", "200000000"), ("top", "0")])).unwrap();
+        assert_eq!(plan.subscriptions[1].probe, "interval:ms:200");
+        let mut out = Output::new();
+        for r in [
+            t::open(5, 257, b"/a", 0o101, 3, &[]),
+            t::open(5, 257, b"/b", 0, -2, &[]),
+            t::open(5, 257, b"/c", 0, 4, &[]),
+            t::open(4, 2, b"/d", 0o20200002, 5, &[]),
+        ] {
+            me.on_event(&Event::new(Record::new(&r)).unwrap(), &mut out);
+        }
+        assert_eq!(me.counts[&(5, Comm::new(b"cat"))], Tally { create: 1, open: 2, success: 2, fail: 1 });
+        assert_eq!(me.counts[&(4, Comm::new(b"cat"))], Tally { create: 1, open: 0, success: 1, fail: 0 });
+        me.report(99, 0, &mut out);
+        assert!(out.text().starts_with("1970-01-01 00:00:00 UTC\n"));
+        let rows: Vec<_> = out.rows().map(|r| r.values.clone()).collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0][2], Value::Int(4), "by pid");
+        assert_eq!(rows[1][3..], [Value::Int(1), Value::Int(2), Value::Int(2), Value::Int(1)]);
+        assert!(me.counts.is_empty(), "reset after each report");
+        assert!(Openaggr::start(&Params::from_pairs(&[("interval", "0"), ("top", "0")])).is_err());
+        assert!(Openaggr::start(&Params::from_pairs(&[("interval", "1000000000"), ("top", "-1")])).is_err());
+    }
+}
