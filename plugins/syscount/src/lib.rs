@@ -4,11 +4,13 @@
 //! `syscall:::entry { @[execname] = count(); }`. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, from_entries, read_aggregation, AggKind, AggOrder, Aggregation, Comm, Counts, Event, Filter,
-    KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription, Syscall,
+    export_plugin, from_entries, read_aggregation, AggEntry, AggKind, AggOrder, AggSource, AggValue, Aggregation,
+    CmpOp, Comm, Correlation, Counts, Event, Filter, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan,
+    Plugin, PluginInfo, Predicate, Subscription, Syscall, Value,
 };
 
 const PROBE: &str = "tracepoint:raw_syscalls:sys_enter";
+const EXIT: &str = "tracepoint:raw_syscalls:sys_exit";
 const NS_PER_MS: u64 = 1_000_000;
 
 /// Where the counting happens.
@@ -30,6 +32,10 @@ struct Syscount {
     by_process_on: bool,
     /// Ids of the kernel aggregations by syscall and by process, as declared.
     kernel_ids: (Option<u32>, Option<u32>),
+    /// Id of the kernel count of failures by syscall and return value (`errors`).
+    errors: Option<u32>,
+    /// Id of the kernel latency histogram by syscall (`latency`).
+    latency: Option<u32>,
     /// The plan's subscription of the `interval` timer, when there is one.
     interval: Option<u32>,
     by_syscall: Counts<Syscall>,
@@ -67,6 +73,18 @@ impl Plugin for Syscount {
                     ParamKind::Text,
                     "kernel",
                     "kernel: count in the kernel; stream: stream every syscall to the plugin; compare: both",
+                ),
+                ParamSpec::new(
+                    "errors",
+                    ParamKind::Boolean,
+                    "false",
+                    "also count failures by syscall and errno (@errors[openat, ENOENT]), in the kernel",
+                ),
+                ParamSpec::new(
+                    "latency",
+                    ParamKind::Boolean,
+                    "false",
+                    "also time each syscall, entry to exit: calls, total and average per syscall, in the kernel",
                 ),
             ],
         )
@@ -114,12 +132,37 @@ impl Plugin for Syscount {
                 plan = plan.with_aggregation(count("process").by(wasmtap_sdk::AggSource::Comm));
             }
         }
+        let mut errors = None;
+        if params.bool("errors") {
+            errors = Some(plan.aggregations.len() as u32);
+            let failed = Predicate { field: "ret".into(), op: CmpOp::Lt, value: 0 };
+            let filter = Filter { predicates: vec![failed], ..filter.clone() };
+            plan = plan.with_aggregation(
+                KernelAggregation::count("errors", EXIT)
+                    .by(AggSource::Syscall)
+                    .by(AggSource::Field("ret".into()))
+                    .with_filter(filter),
+            );
+        }
+        let mut latency = None;
+        if params.bool("latency") {
+            latency = Some(plan.aggregations.len() as u32);
+            plan = plan.with_aggregation(
+                KernelAggregation::log2_histogram("latency", EXIT, AggSource::Latency)
+                    .by(AggSource::Syscall)
+                    .with_filter(filter.clone())
+                    .latency_from(PROBE, Correlation::Tid, Correlation::Tid)
+                    .start_filter(filter),
+            );
+        }
         let me = Syscount {
             top,
             mode,
             by_syscall_on,
             by_process_on,
             kernel_ids: ids,
+            errors,
+            latency,
             interval,
             by_syscall: Counts::new(),
             by_process: Counts::new(),
@@ -174,6 +217,20 @@ impl Syscount {
                 aggs.push(from_entries("process", &processes, &["comm"], AggKind::Count, order, self.top, by_comm));
             }
         }
+        if let Some(id) = self.errors {
+            let title = "Failures by syscall and errno:";
+            let entries = read_aggregation(id, reset).into_iter().map(errno_entry).collect();
+            aggs.push(from_entries("errors", title, &["syscall", "errno"], AggKind::Count, order, self.top, entries));
+        }
+        if let Some(id) = self.latency {
+            let (calls, total_us, avg_ns) = latency_entries(read_aggregation(id, reset));
+            let keys = ["syscall"];
+            aggs.push(from_entries("calls", "Timed calls:", &keys, AggKind::Count, order, self.top, calls));
+            let title = "Time in the syscall, total microseconds:";
+            aggs.push(from_entries("total_us", title, &keys, AggKind::Sum, order, self.top, total_us));
+            let title = "Average nanoseconds per call:";
+            aggs.push(from_entries("avg_ns", title, &keys, AggKind::Avg, order, self.top, avg_ns));
+        }
         if self.mode != Mode::Kernel {
             let suffix = if self.mode == Mode::Compare { "_streamed" } else { "" };
             let (t1, t2) = if self.mode == Mode::Compare {
@@ -192,6 +249,34 @@ impl Syscount {
         }
         aggs
     }
+}
+
+/// A failure entry keyed (syscall number, return value) as (name, errno name).
+fn errno_entry(mut e: AggEntry) -> AggEntry {
+    if let Some(Value::Int(ret)) = e.key.get(1) {
+        let name = wasmtap_syscalls::errno_name(*ret).map_or_else(|| ret.to_string(), str::to_string);
+        e.key[1] = Value::Text(name);
+    }
+    Syscall::named_entry(e)
+}
+
+/// Latency histograms by syscall as three scalar aggregations by syscall name: calls,
+/// total microseconds, average nanoseconds.
+fn latency_entries(hists: Vec<AggEntry>) -> (Vec<AggEntry>, Vec<AggEntry>, Vec<AggEntry>) {
+    let (mut calls, mut total, mut avg) = (Vec::new(), Vec::new(), Vec::new());
+    for e in hists {
+        let AggValue::Histogram(h) = &e.value else { continue };
+        let n: u64 = h.buckets.iter().map(|b| b.count).sum();
+        if n == 0 {
+            continue;
+        }
+        let key = Syscall::named_entry(AggEntry { key: e.key.clone(), value: AggValue::Scalar(0) }).key;
+        let entry = |v: i64| AggEntry { key: key.clone(), value: AggValue::Scalar(v) };
+        calls.push(entry(n as i64));
+        total.push(entry(h.sum / 1000));
+        avg.push(entry(h.sum / n as i64));
+    }
+    (calls, total, avg)
 }
 
 /// The `syscall` parameter as syscall numbers.
@@ -214,6 +299,36 @@ export_plugin!(Syscount);
 mod tests {
     use super::*;
     use wasmtap_sdk::{AggEntry, AggValue, Value};
+
+    #[test]
+    fn failures_are_keyed_by_syscall_and_errno_names() {
+        let e = AggEntry { key: vec![Value::Int(1), Value::Int(-9)], value: AggValue::Scalar(5) };
+        assert_eq!(errno_entry(e).key, [Value::Text("write".into()), Value::Text("EBADF".into())]);
+        let e = AggEntry { key: vec![Value::Int(257), Value::Int(-9999)], value: AggValue::Scalar(1) };
+        assert_eq!(errno_entry(e).key, [Value::Text("openat".into()), Value::Text("-9999".into())]);
+    }
+
+    #[test]
+    fn latency_histograms_give_calls_totals_and_averages() {
+        use wasmtap_sdk::{Bucket, Histogram};
+        let buckets = vec![Bucket { low: 512, high: 1024, count: 3 }, Bucket { low: 1024, high: 2048, count: 1 }];
+        let e = AggEntry { key: vec![Value::Int(0)], value: AggValue::Histogram(Histogram { buckets, sum: 4_000 }) };
+        let (calls, total, avg) = latency_entries(vec![e]);
+        assert_eq!(calls[0].key, [Value::Text("read".into())]);
+        let v = |es: &[AggEntry]| es[0].value.clone();
+        assert_eq!((v(&calls), v(&total), v(&avg)), (AggValue::Scalar(4), AggValue::Scalar(4), AggValue::Scalar(1000)));
+    }
+
+    #[test]
+    fn errors_and_latency_add_kernel_aggregations_on_exits() {
+        let p = [("mode", "kernel"), ("by", "syscall"), ("errors", "true"), ("latency", "true"), ("syscall", "write")];
+        let (me, plan) = Syscount::start(&Params::from_pairs(&p)).unwrap();
+        assert_eq!((me.errors, me.latency), (Some(1), Some(2)));
+        let errors = &plan.aggregations[1];
+        assert_eq!((errors.probe.as_str(), errors.keys.len()), (EXIT, 2));
+        assert_eq!((errors.filter.predicates[0].op, errors.filter.syscalls.clone()), (CmpOp::Lt, vec![1]));
+        assert_eq!(plan.aggregations[2].start.as_ref().unwrap().probe, PROBE);
+    }
 
     #[test]
     fn syscall_names_become_numbers() {
