@@ -72,8 +72,12 @@ static __always_inline int wt_exec_enter(const char *const *argv)
 			break;
 		}
 		n = bpf_probe_read_user_str(&e->args[len], WT_ARG_MAX, argp);
-		if (n <= 0)
-			break;
+		if (n <= 0) {
+			/* Not resident (a fresh child's untouched .rodata): an empty argument
+			 * for now; a successful exec rereads argv from the new image. */
+			e->args[len & (WT_EXEC_ARGS_MAX - 1)] = 0;
+			n = 1;
+		}
 		len += n;
 		e->argc++;
 	}
@@ -103,6 +107,30 @@ static __always_inline int wt_exec_exit(long ret)
 	wt_fill_header(&e->h, WT_EXEC, size);
 	e->h.flags = flags;
 	task = (struct task_struct *)bpf_get_current_task();
+	if (ret == 0) {
+		/* The new image's argv, just written by the kernel: always resident. */
+		unsigned long start = BPF_CORE_READ(task, mm, arg_start);
+		unsigned long end = BPF_CORE_READ(task, mm, arg_end);
+		__u64 n = end - start;
+
+		if (end > start) {
+			if (n > WT_EXEC_ARGS_MAX - 1) {
+				n = WT_EXEC_ARGS_MAX - 1;
+				flags |= WT_EXEC_TRUNCATED;
+			}
+			n &= WT_EXEC_ARGS_MAX - 1;
+			if (!bpf_probe_read_user(e->args, n, (void *)start)) {
+				e->args[n] = 0;
+				e->args_len = n;
+			}
+		}
+		len = ((__u64)e->args_len + 7) & ~7ULL;
+		if (len > WT_EXEC_ARGS_MAX)
+			len = WT_EXEC_ARGS_MAX;
+		size = offsetof(struct wt_exec, args) + len;
+		wt_fill_header(&e->h, WT_EXEC, size);
+	}
+	e->h.flags = flags;
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->ret = ret;
 	if (size > sizeof(*e) || bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))

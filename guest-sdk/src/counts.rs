@@ -71,6 +71,9 @@ pub type FxBuildHasher = BuildHasherDefault<FxHasher>;
 /// A `HashMap` with [`FxHasher`].
 pub type FxHashMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
+/// A `HashSet` with [`FxBuildHasher`].
+pub type FxHashSet<K> = std::collections::HashSet<K, FxBuildHasher>;
+
 /// Something that can be an aggregation key: one [`Value`] per key name.
 pub trait Key {
     /// The key's parts, in the order of the aggregation's `key-names`.

@@ -254,7 +254,7 @@ pub use bindings::wasmtap::plugin::types::{
 pub use bindings::wasmtap::plugin::types::{
     AggSource, Correlation, KernelAggregation, KernelFunction, LinearBuckets, StartEvent,
 };
-pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHasher, Key};
+pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHashSet, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};
 pub use imports::read_aggregation;
 #[cfg(not(target_arch = "wasm32"))]
