@@ -7,20 +7,17 @@
 use std::collections::BTreeMap;
 
 use wasmtap_sdk::{
-    export_plugin, from_entries, read_aggregation, AggEntry, AggKind, AggValue, Bucket, Histogram, AggOrder, AggSource, Aggregation, CmpOp,
-    Correlation, Event, Filter, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
-    Predicate, Subscription, Value,
+    export_plugin, from_entries, read_aggregation, AggEntry, AggKind, AggOrder, AggSource, AggValue, Aggregation,
+    Bucket, CmpOp, Correlation, Event, Filter, Histogram, KernelAggregation, Output, ParamKind, ParamSpec, Params,
+    Plan, Plugin, PluginInfo, Predicate, Subscription, Value,
 };
 
 const SWITCH: &str = "tracepoint:sched:sched_switch";
 const NS_PER_MS: u64 = 1_000_000;
 /// The starts of a wait: a wakeup, a new task's first wakeup, a preemption (the task
 /// left the CPU still runnable: `prev_state` is 0, TASK_RUNNING).
-const STARTS: [(&str, &str); 3] = [
-    ("tracepoint:sched:sched_wakeup", "pid"),
-    ("tracepoint:sched:sched_wakeup_new", "pid"),
-    (SWITCH, "prev_pid"),
-];
+const STARTS: [(&str, &str); 3] =
+    [("tracepoint:sched:sched_wakeup", "pid"), ("tracepoint:sched:sched_wakeup_new", "pid"), (SWITCH, "prev_pid")];
 
 struct Runqlat {
     interval: Option<u32>,

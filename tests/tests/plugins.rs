@@ -1,0 +1,308 @@
+//! The vetted plugins on the live system, each against a workload that knows what it did
+//! (tests/workloads: opener, forker, writer). Root (BPF); CI runs these as root.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use wasmtap_tests::*;
+
+/// `key VALUE` from the workload's stderr report, e.g. `pid 123`.
+fn reported<T: std::str::FromStr>(err: &str, key: &str) -> T {
+    err.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("the workload did not report `{key}`: {err}"))
+}
+
+/// The rows of `plugin` (optionally only those of process `pid`).
+fn rows<'a>(lines: &'a [Value], plugin: &str, pid: Option<i64>) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|v| v["type"] == "row" && v["plugin"] == plugin)
+        .map(|v| &v["data"])
+        .filter(|d| pid.is_none_or(|p| d["PID"] == p))
+        .collect()
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not text: {v}"))
+}
+
+/// `name value name value…` on one line, as a map.
+fn fields(line: &str) -> BTreeMap<String, i64> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.chunks(2).filter_map(|kv| Some((kv[0].to_string(), kv.get(1)?.parse().ok()?))).collect()
+}
+
+#[test]
+fn open_plugins_report_every_open_of_the_opener_as_it_happened() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("opener");
+    let cmd = format!("{} 20 6 5 300", w.display());
+    let o = run(wasmtap()
+        .args(["run", "opensnoop", "opentrace", "openaggr", "--param", "openaggr.interval=100ms"])
+        .args(["-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    let lines = json_lines(&out);
+    let pid: i64 = reported(&err, "pid ");
+    let dir: String = reported(&err, "dir ");
+    let truth = fields(err.lines().find(|l| l.starts_with("create ")).expect("totals"));
+
+    // opensnoop: exactly the opens of paths under the workload's directory, as it made them.
+    let snoop = rows(&lines, "opensnoop", Some(pid));
+    let mine: Vec<_> = snoop.iter().filter(|r| text(&r["PATH"]).starts_with(&dir)).collect();
+    let creates = mine.iter().filter(|r| text(&r["FLAGS"]).contains("O_CREAT")).count() as i64;
+    let failed: Vec<_> = mine.iter().filter(|r| r["FD"] == -1).collect();
+    assert_eq!(creates, truth["create"], "{mine:#?}");
+    assert_eq!(mine.len() as i64 - creates, truth["open"]);
+    assert_eq!(failed.len() as i64, truth["fail"]);
+    assert!(failed.iter().all(|r| r["ERR"] == "ENOENT"), "{failed:?}");
+    let count = |path: &str, flags: &str| {
+        mine.iter().filter(|r| text(&r["PATH"]) == format!("{dir}{path}") && r["FLAGS"] == flags).count()
+    };
+    // 20 opens, open(2), the relative open after chdir, the one relative to a dir fd.
+    assert_eq!(count("/exists", "O_RDONLY"), 20 + 3);
+    assert_eq!(count("/exists", "O_WRONLY|O_CREAT|O_TRUNC"), 1, "creat(2)");
+    assert_eq!(count("/new-0", "O_WRONLY|O_CREAT|O_APPEND"), 1, ">>");
+    assert_eq!(count("/new-4", "O_WRONLY|O_CREAT|O_TRUNC"), 1);
+    assert_eq!(count("", "O_RDONLY|O_DIRECTORY"), 1);
+    assert_eq!(count("/missing-2x", "O_RDONLY"), 1, "openat2 of a relative path, made absolute");
+    assert!(mine.iter().filter(|r| r["FD"] != -1).all(|r| r["ERR"] == "-" && r["FD"].as_i64() >= Some(3)));
+
+    // opentrace: one line per open of the process, in the book's format.
+    let printed: String = lines
+        .iter()
+        .filter(|v| v["type"] == "printf" && v["plugin"] == "opentrace")
+        .map(|v| text(&v["data"]).to_string())
+        .collect();
+    let head = format!("opener[{pid}(0:0)] ");
+    let traced: Vec<&str> = printed.lines().filter(|l| l.starts_with(&head)).collect();
+    assert_eq!(traced.len(), snoop.len(), "{printed}");
+    for want in [
+        format!("creat(\"{dir}/exists\", O_WRONLY|O_CREAT|O_TRUNC) = 3"),
+        format!("open(\"{dir}/exists\", O_RDONLY) = 3"),
+        format!("openat(\"{dir}/missing-5\", O_RDONLY) = -2 ENOENT"),
+        format!("openat(\"{dir}/new-0\", O_WRONLY|O_CREAT|O_APPEND) = 3"),
+        "openat(\"exists\", O_RDONLY) = 3".to_string(),
+        "openat2(\"missing-2x\", O_RDONLY) = -2 ENOENT".to_string(),
+    ] {
+        assert!(traced.contains(&format!("{head}{want}").as_str()), "no `{want}` in\n{printed}");
+    }
+
+    // openaggr: the intervals add up to what opensnoop saw of the process, all of it.
+    let aggr = rows(&lines, "openaggr", Some(pid));
+    let sum = |col: &str| aggr.iter().map(|r| r[col].as_i64().unwrap()).sum::<i64>();
+    let all_creates = snoop.iter().filter(|r| text(&r["FLAGS"]).contains("O_CREAT")).count() as i64;
+    let all_failed = snoop.iter().filter(|r| r["FD"] == -1).count() as i64;
+    assert_eq!(sum("CREATE"), all_creates);
+    assert_eq!(sum("OPEN"), snoop.len() as i64 - all_creates);
+    assert_eq!(sum("FAIL"), all_failed);
+    assert_eq!(sum("SUCCESS"), snoop.len() as i64 - all_failed);
+    assert!(aggr.len() >= 2, "the 300 ms pause splits the opens over intervals: {aggr:?}");
+    let dates = lines.iter().filter(|v| v["plugin"] == "openaggr" && v["type"] == "printf").count();
+    assert!(dates >= 3, "a date line per interval");
+}
+
+/// A wait status as exitsnoop and proclife print it.
+fn status_text(status: i64) -> String {
+    match status & 0x7f {
+        0 => format!("exit {}", status >> 8),
+        15 => "killed by SIGTERM".into(),
+        sig => panic!("the workload does not make signal {sig}"),
+    }
+}
+
+/// The forker's children: (pid, what, wait status), and the burner's CPU time.
+fn children(err: &str) -> (Vec<(i64, String, i64)>, i64, i64) {
+    let kids = err
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.strip_prefix("child ")?.split(' ').collect();
+            Some((w[0].parse().ok()?, w[1].to_string(), w[2].parse().ok()?))
+        })
+        .collect();
+    let burner = err.lines().find_map(|l| l.strip_prefix("burner ")).expect("burner line");
+    let b: Vec<&str> = burner.split(' ').collect();
+    (kids, b[0].parse().unwrap(), b[2].parse().unwrap())
+}
+
+#[test]
+fn exitsnoop_reports_each_childs_fate_lifetime_and_cpu_time() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("forker");
+    let cmd = format!("{} 8 200", w.display());
+    let o = run(wasmtap().args(["run", "exitsnoop", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines = json_lines(&stdout(&o));
+    let parent: i64 = reported(&err, "parent ");
+    let (kids, burner, burner_cpu_ns) = children(&err);
+    assert_eq!(kids.len(), 10);
+    for (pid, what, status) in &kids {
+        let mine = rows(&lines, "exitsnoop", Some(*pid));
+        assert_eq!(mine.len(), 1, "one exit of {pid} ({what}), not its threads: {mine:?}");
+        assert_eq!(mine[0]["PPID"], parent);
+        assert_eq!(text(&mine[0]["EXIT"]), status_text(*status), "{what}");
+    }
+    let b = rows(&lines, "exitsnoop", Some(burner))[0];
+    let (cpu_ms, age_ms) = (b["CPU_MS"].as_i64().unwrap(), b["AGE_MS"].as_i64().unwrap());
+    let measured_ms = burner_cpu_ns / 1_000_000;
+    // cpu_ns is the scheduler's runtime, brought up to date at the last tick or switch:
+    // at most a tick (4 ms at HZ=250) behind, plus the printf and _exit after measuring.
+    assert!((measured_ms - 5..=measured_ms + 10).contains(&cpu_ms), "cpu {cpu_ms} ms vs measured {measured_ms} ms");
+    assert!(age_ms >= cpu_ms, "a process cannot use more CPU than it lived on one thread");
+    // user + system are sampled per tick: right to a few ticks.
+    let sampled = b["USER_MS"].as_i64().unwrap() + b["SYS_MS"].as_i64().unwrap();
+    assert!((measured_ms - 40..=measured_ms + 40).contains(&sampled), "user+sys {sampled} ms vs {measured_ms} ms");
+    let me = rows(&lines, "exitsnoop", Some(parent));
+    assert_eq!((me.len(), text(&me[0]["EXIT"])), (1, "exit 0"));
+
+    // With threads, the threaded child's thread exit shows too, under its own tid.
+    let o = run(wasmtap().args(["run", "exitsnoop", "--param", "threads=true", "-c", &cmd, "-o", "json"]));
+    let err = stderr(&o);
+    let (kids, _, _) = children(&err);
+    let threaded = kids.iter().find(|k| k.1 == "threads").unwrap().0;
+    let lines = json_lines(&stdout(&o));
+    let exits = rows(&lines, "exitsnoop", Some(threaded));
+    assert_eq!(exits.len(), 2, "{exits:?}");
+    assert_eq!(exits.iter().filter(|r| r["TID"] != threaded).count(), 1);
+}
+
+#[test]
+fn proclife_shows_each_childs_fork_exec_exit_and_wait_in_order() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("forker");
+    let cmd = format!("{} 8 20", w.display());
+    let o = run(wasmtap().args(["run", "proclife", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines = json_lines(&stdout(&o));
+    let parent: i64 = reported(&err, "parent ");
+    let (kids, _, _) = children(&err);
+    let all = rows(&lines, "proclife", None);
+    let times: Vec<u64> = all.iter().map(|r| r["TIME"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "lines in time order");
+    let at = |pred: &dyn Fn(&Value) -> bool| all.iter().position(|r| pred(r));
+    let mut last = 0;
+    for (pid, what, status) in &kids {
+        let fork = at(&|r| r["PID"] == parent && r["EVENT"] == "fork" && r["DETAIL"] == format!("child {pid}"));
+        let exit = at(&|r| r["PID"] == *pid && r["EVENT"] == "exit");
+        let wait = at(&|r| {
+            r["PID"] == parent && r["EVENT"] == "wait4" && text(&r["DETAIL"]).starts_with(&format!("reaped {pid}:"))
+        });
+        let (fork, exit, wait) = (fork.expect("fork"), exit.expect("exit"), wait.expect("wait"));
+        assert!(last <= fork && fork < exit && exit < wait, "{what} {pid}: fork {fork} exit {exit} wait {wait}");
+        assert_eq!(text(&all[exit]["DETAIL"]), status_text(*status));
+        assert_eq!(text(&all[wait]["DETAIL"]), format!("reaped {pid}: {}", status_text(*status)));
+        let execs: Vec<_> = all.iter().filter(|r| r["PID"] == *pid && r["EVENT"] == "exec").collect();
+        match what.as_str() {
+            "true" => assert_eq!(text(&execs[0]["DETAIL"]), "true = 0"),
+            "sh" => assert_eq!(text(&execs[0]["DETAIL"]), "sh -c exit 3 = 0"),
+            _ => assert!(execs.is_empty()),
+        }
+        last = wait;
+    }
+}
+
+#[test]
+fn forktime_times_every_exec_of_each_command() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("forker");
+    let cmd = format!("{} 8 20", w.display());
+    let o = run(wasmtap().args(["run", "forktime", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&stdout(&o));
+    let all = rows(&lines, "forktime", None);
+    for (comm, args) in [("true", "true"), ("sh", "sh -c exit 3")] {
+        let r = all.iter().find(|r| r["EXECNAME"] == comm && r["ARGS"] == args).unwrap_or_else(|| panic!("{all:?}"));
+        assert_eq!(r["COUNT"], 2, "{r}");
+        for phase in ["FORK", "SETUP", "EXEC", "RUN"] {
+            let (avg, max) =
+                (r[format!("{phase}_AVG_US")].as_i64().unwrap(), r[format!("{phase}_MAX_US")].as_i64().unwrap());
+            assert!(avg >= 0 && avg <= max, "{phase}: {r}");
+        }
+        assert!(r["EXEC_AVG_US"].as_i64() > Some(0), "an exec takes time: {r}");
+    }
+}
+
+#[test]
+fn wstat_counts_each_fds_writes_and_bytes_exactly_across_intervals() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("writer");
+    let cmd = format!("{} 100 1000 5 300", w.display());
+    let o = run(wasmtap().args(["run", "wstat", "--param", "interval=100ms", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    let lines = json_lines(&stdout(&o));
+    let pid: i64 = reported(&err, "pid ");
+    let mine = rows(&lines, "wstat", Some(pid));
+    let truth: Vec<_> = err.lines().filter(|l| l.starts_with("fd ")).map(fields).collect();
+    assert_eq!(truth.len(), 4);
+    for t in &truth {
+        let of_fd: Vec<_> = mine.iter().filter(|r| r["FD"] == t["fd"]).collect();
+        let sum = |c: &str| of_fd.iter().map(|r| r[c].as_i64().unwrap()).sum::<i64>();
+        assert_eq!((sum("OPS"), sum("BYTES"), sum("ERRORS")), (t["ops"], t["bytes"], t["errors"]), "fd {}", t["fd"]);
+        assert!(of_fd.iter().all(|r| r["KBYTES"] == r["BYTES"].as_i64().unwrap() / 1024));
+    }
+    let file_rows = mine.iter().filter(|r| r["FD"] == truth[0]["fd"]).count();
+    assert!(file_rows >= 2, "the pause splits the file's writes over two intervals");
+}
+
+#[test]
+fn syscount_counts_the_writers_failures_by_errno_and_times_its_calls() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("writer");
+    let cmd = format!("{} 50 100 7 0", w.display());
+    let params = ["errors=true", "latency=true", "syscall=write,pwrite64", "top=0"];
+    let o =
+        run(wasmtap().arg("run").arg("syscount").args(params.iter().flat_map(|p| ["--param", p])).args(["-c", &cmd]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(map_value(&out, "errors", "write, EBADF"), Some(7), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("@errors[")).count(), 1, "no other failures: {out}");
+    // write: 50 to the file, 50 to the pipe, 7 failing, 5 report lines to stderr.
+    let writes = 50 + 50 + 7 + 5;
+    assert_eq!(map_value(&out, "syscall", "write"), Some(writes), "{out}");
+    assert_eq!(map_value(&out, "calls", "write"), Some(writes), "every write timed: {out}");
+    assert_eq!(map_value(&out, "calls", "pwrite64"), Some(50));
+    let avg = map_value(&out, "avg_ns", "write").expect("average");
+    assert!(avg > 0 && map_value(&out, "total_us", "write") >= Some(0));
+}
+
+#[test]
+fn plugin_help_shows_and_checks_parameters() {
+    // No root needed: --help reads the plugin, and a bad value stops the start.
+    let o = run(wasmtap().args(["run", "opensnoop", "--help"]));
+    let text = stdout(&o) + &stderr(&o);
+    for p in ["failed", "name", "path", "flags", "full", "latency"] {
+        assert!(text.contains(p), "--help lacks `{p}`: {text}");
+    }
+    let o = run(wasmtap()
+        .args(["replay", "golden/files.wtrec", "opensnoop", "--param", "flags=O_CRAET"])
+        .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))));
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("flags: `O_CRAET` is not an open flag"), "{}", stderr(&o));
+    let o = run(wasmtap()
+        .args(["replay", "golden/procs.wtrec", "exitsnoop", "--param", "min-age=soon"])
+        .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))));
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("min-age"), "{}", stderr(&o));
+}
