@@ -306,3 +306,26 @@ fn plugin_help_shows_and_checks_parameters() {
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("min-age"), "{}", stderr(&o));
 }
+
+#[test]
+fn runqlat_times_at_least_one_wait_per_pipe_round_trip() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let w = workload("pingpong");
+    // `-c` keeps the events whose current task is the workload's: at a wakeup the waker,
+    // at a switch the task leaving the CPU. In a ping-pong both are the workload.
+    let o = run(wasmtap()
+        .args(["run", "runqlat", "-o", "json", "-d", "30s"])
+        .arg("-c")
+        .arg(format!("{} 20000", w.display())));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&stdout(&o));
+    let hist = lines.iter().find(|v| v["type"] == "hist").unwrap_or_else(|| panic!("no histogram: {lines:?}"));
+    let samples: u64 =
+        hist["data"]["@nsecs"].as_array().expect("buckets").iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    // Each round trip blocks the parent in read until the child writes, and the child
+    // likewise: every one ends with a wakeup and a switch to the woken task.
+    assert!(samples >= 20_000, "{samples} waits timed for 20000 round trips");
+}
