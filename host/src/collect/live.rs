@@ -38,8 +38,15 @@ static AGG_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/a
 
 /// Ring buffer of the syscall collector: ~600 k syscall records, 200 ms of a full-speed storm.
 const RING_BYTES: u32 = 64 << 20;
-/// Ring buffer of the other collectors.
+/// Ring buffer of the tracepoint, user-probe and perf collectors.
 const SMALL_RING_BYTES: u32 = 16 << 20;
+/// Ring buffer of the process collector: execs, forks and exits come thousands a second
+/// at most; 2 MiB holds ~1,000 full execs or ~20,000 exits, drained every millisecond.
+/// (A ring's pages are mapped twice into the host and count twice in its RSS.)
+const PROC_RING_BYTES: u32 = 2 << 20;
+/// Ring buffer of the file collector: 8 MiB holds ~40,000 opens, ~30 ms of an
+/// open storm at full speed on one CPU.
+const FILE_RING_BYTES: u32 = 8 << 20;
 /// Records per chunk handed to the pipeline (bytes).
 const CHUNK_BYTES: usize = 256 << 10;
 /// Bytes of records buffered between the drain thread and the pipeline. With the 64 MiB
@@ -284,6 +291,8 @@ fn load(c: Collector, f: &KernelFilter, config: &LiveConfig) -> Result<Ebpf, Col
     let mut loader = EbpfLoader::new();
     let ring = match c {
         Collector::Syscalls => RING_BYTES,
+        Collector::Proc => PROC_RING_BYTES,
+        Collector::File => FILE_RING_BYTES,
         // Nothing is streamed; the smallest ring there is (a page).
         Collector::Agg => 4096,
         _ => SMALL_RING_BYTES,

@@ -97,8 +97,14 @@ pub struct Arg {
 }
 
 /// Tracepoint names that are not the syscall table's.
-const RENAMED: &[(&str, &str)] =
-    &[("newstat", "stat"), ("newfstat", "fstat"), ("newlstat", "lstat"), ("newuname", "uname")];
+const RENAMED: &[(&str, &str)] = &[
+    ("newstat", "stat"),
+    ("newfstat", "fstat"),
+    ("newlstat", "lstat"),
+    ("newuname", "uname"),
+    ("sendfile64", "sendfile"),
+    ("umount", "umount2"),
+];
 
 /// The arguments of syscall `nr` in order (`openat` → dfd, filename, flags, mode), None if
 /// the kernel has no tracepoint for it.
@@ -135,9 +141,10 @@ fn kind_of(name: &str, ty: &str, open_like: bool) -> ArgKind {
         "dfd" | "olddfd" | "newdfd" | "dirfd" => ArgKind::DirFd,
         "flags" if open_like => ArgKind::OpenFlags,
         "mode" if ty == "umode_t" => ArgKind::Mode,
-        "sig" => ArgKind::Signal,
+        "sig" if ty == "int" => ArgKind::Signal,
         "pid" | "upid" | "tgid" | "tid" if ty == "pid_t" => ArgKind::Pid,
-        "filename" | "pathname" | "path" | "oldname" | "newname" | "oldpath" | "newpath" | "name" | "dir_name"
+        "filename" | "pathname" | "path" | "oldname" | "newname" | "oldpath" | "newpath" | "dir_name"
+        | "specialfile"
             if chars =>
         {
             ArgKind::Path
@@ -149,6 +156,7 @@ fn kind_of(name: &str, ty: &str, open_like: bool) -> ArgKind {
         "count" | "len" | "size" | "nbytes" => ArgKind::Size,
         _ if ty == "size_t" => ArgKind::Size,
         n if n.contains("flags") => ArgKind::Flags,
+        "addr" | "start" | "brk" | "newsp" | "tls" | "new_addr" | "old_addr" | "mmap_addr" => ArgKind::Ptr,
         _ if ty.starts_with("unsigned") || ty.starts_with("u") || ty == "size_t" => ArgKind::Uint,
         _ => ArgKind::Int,
     }
@@ -158,9 +166,16 @@ fn kind_of(name: &str, ty: &str, open_like: bool) -> ArgKind {
 /// reading user memory: fds and pids as signed decimals, AT_FDCWD, open flags decoded,
 /// modes in octal, signals by name, sizes in decimal, pointers in hex (NULL for 0).
 pub fn format_arg(nr: i64, i: usize, value: u64) -> String {
-    let kind = syscall_args(nr).and_then(|a| a.get(i)).map_or(ArgKind::Uint, |a| a.kind);
+    let arg = syscall_args(nr).and_then(|a| a.get(i));
+    let kind = arg.map_or(ArgKind::Uint, |a| a.kind);
+    // 32-bit C types are cut to 32 bits (the upper half of the register is not theirs).
+    let narrow =
+        arg.is_some_and(|a| matches!(a.ty, "int" | "unsigned int" | "u32" | "pid_t" | "uid_t" | "gid_t" | "umode_t"));
+    let value = if narrow { value & 0xffff_ffff } else { value };
     match kind {
-        ArgKind::Fd | ArgKind::Pid | ArgKind::Int => (value as i32).to_string(),
+        ArgKind::Fd | ArgKind::Pid => (value as i32).to_string(),
+        ArgKind::Int if narrow => (value as i32).to_string(),
+        ArgKind::Int => (value as i64).to_string(),
         ArgKind::DirFd => format_dirfd(i64::from(value as i32)),
         ArgKind::OpenFlags => open_flags(value),
         ArgKind::Mode => format_mode(value),
@@ -464,6 +479,21 @@ mod tests {
         assert_eq!(format_args(nr::KILL, &[42, 9, 0, 0, 0, 0]), "pid=42, sig=SIGKILL");
         assert_eq!(format_args(nr::WRITE, &[(-1i64) as u64, 0, 5, 0, 0, 0]), "fd=-1, buf=NULL, count=5");
         assert_eq!(format_arg(nr::OPENAT, 9, 7), "7");
+        // 64-bit types keep their width; 32-bit ones are cut; addresses are hex.
+        assert_eq!(format_arg(8, 1, (-5_000_000_000i64) as u64), "-5000000000", "lseek's off_t offset");
+        assert_eq!(format_arg(nr::WRITE, 2, 1 << 33), (1u64 << 33).to_string());
+        assert_eq!(format_arg(nr::OPENAT, 2, 0xffff_ffff_0000_0000 | 0o101), "O_WRONLY|O_CREAT");
+        assert_eq!(format_arg(syscall_nr("munmap").unwrap(), 0, 0x7f00_0000_1000), "0x7f0000001000");
+        // Tracepoints named after the kernel function, not the syscall.
+        assert!(
+            syscall_args(syscall_nr("sendfile").unwrap()).is_some()
+                && syscall_args(syscall_nr("umount2").unwrap()).is_some()
+        );
+        assert_eq!(
+            syscall_args(syscall_nr("rseq").unwrap()).unwrap()[3].kind,
+            ArgKind::Uint,
+            "rseq's sig is a signature"
+        );
     }
 
     #[test]
