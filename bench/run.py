@@ -26,7 +26,7 @@ GETPPID = 110  # x86_64
 WORKLOADS = [
     ("W1", "w1_getppid", 3_000_000, 1),
     ("W2", "w2_openat", 500_000, 2),
-    ("W3", "w3_forkexec", 2_000, 3),  # parent: clone + wait4; child: execve (before its comm changes)
+    ("W3", "w3_forkexec", 2_000, 4),  # parent: clone + wait4; child: set_robust_list + execve (before its comm changes)
     ("W4", "w4_pagefault", 2048, 0),  # argument in MiB; ops are pages; syscalls: mmap/munmap per 64 MiB
     ("W5", "w5_pipe", 200_000, 4),  # each round trip: write+read in the parent, read+write in the child
 ]
@@ -41,7 +41,7 @@ BT_OPENSNOOP = (
     "tracepoint:syscalls:sys_exit_openat /@fn[tid]/ "
     '{ printf("%d %s %d %s\\n", pid, comm, args->ret, str(@fn[tid])); delete(@fn[tid]); }'
 )
-BT_EXECSNOOP = 'tracepoint:syscalls:sys_enter_execve { printf("%d %d ", pid, ppid); join(args->argv); }'
+BT_EXECSNOOP = 'tracepoint:syscalls:sys_enter_execve { printf("%d %d ", pid, curtask->real_parent->tgid); join(args->argv); }'
 BT_RUNQLAT = (
     "tracepoint:sched:sched_wakeup, tracepoint:sched:sched_wakeup_new { @qtime[args->pid] = nsecs; } "
     "tracepoint:sched:sched_switch { if (args->prev_state == 0) { @qtime[args->prev_pid] = nsecs; } "
@@ -86,8 +86,10 @@ class Tracer:
     """A tracer process on CPU 0, its output in files; ready once its attach message is out."""
 
     def __init__(self, cmd, ready, name):
-        self.out = open(os.path.join(TMP, f"{name}.out"), "w+b")
-        self.err = open(os.path.join(TMP, f"{name}.err"), "w+b")
+        # The child writes through its own file descriptions; reading through others
+        # (by path) leaves its file offset alone.
+        self.out_path, self.err_path = os.path.join(TMP, f"{name}.out"), os.path.join(TMP, f"{name}.err")
+        self.out, self.err = open(self.out_path, "wb"), open(self.err_path, "wb")
         self.t0 = time.monotonic()
         self.p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=self.out, stderr=self.err)
         deadline = time.monotonic() + 60
@@ -98,12 +100,12 @@ class Tracer:
         time.sleep(0.5)
 
     def text(self):
-        self.out.seek(0)
-        return self.out.read().decode(errors="replace")
+        with open(self.out_path, "rb") as f:
+            return f.read().decode(errors="replace")
 
     def errors(self):
-        self.err.seek(0)
-        return self.err.read().decode(errors="replace")
+        with open(self.err_path, "rb") as f:
+            return f.read().decode(errors="replace")
 
     def stop(self):
         """SIGINT; returns (seconds to exit, peak RSS MiB, CPU seconds)."""
@@ -155,6 +157,7 @@ def hist_total(text, header):
 def overhead(rounds, quick):
     """Added ns per operation of each tool on each workload, with counts checked."""
     rows = []
+    notes = []
     for wname, binary, full, per_op in WORKLOADS:
         arg = max(1, full // 10) if quick else full
         comm = binary[:15]
@@ -180,6 +183,7 @@ def overhead(rounds, quick):
             rss = {"bpftrace": [], "wasmtap": []}
             cpu = {"bpftrace": [], "wasmtap": []}
             ops = 0
+            argv_lost = {}
             for r in range(rounds):
                 ops, x = run_workload(binary, arg)
                 ns["none"].append(x)
@@ -197,8 +201,14 @@ def overhead(rounds, quick):
                         counts[who].append(hist_total(text, pat))
                     elif tool.startswith("opensnoop"):
                         counts[who].append(sum(1 for l in text.splitlines() if comm in l and pat in l))
+                    elif who == "bpftrace":
+                        # "PID PPID ARGV": bpftrace reads argv at entry, where a fresh
+                        # child's string literals may not be resident yet: empty argv.
+                        lines = [l for l in text.splitlines() if re.match(r"^\d+ \d+ ", l)]
+                        counts[who].append(sum(1 for l in lines if l.split()[2:] in ([], ["true"])))
+                        argv_lost[who] = argv_lost.get(who, 0) + sum(1 for l in lines if l.split()[2:] == [])
                     else:
-                        counts[who].append(sum(1 for l in text.splitlines() if re.search(r"\btrue\b", l)))
+                        counts[who].append(sum(1 for l in text.splitlines() if re.search(r" true\s*$", l)))
             base = med(ns["none"])
             added = {w: med(ns[w]) - base for w in ("bpftrace", "wasmtap")}
             ratio = added["wasmtap"] / added["bpftrace"] if added["bpftrace"] > 0 else float("nan")
@@ -214,6 +224,8 @@ def overhead(rounds, quick):
                 known = "samples (no exact truth)"
             rows.append((wname, tool, base, rng(ns["none"]), added, {w: rng(ns[w]) for w in added}, ratio, known, check,
                          {w: max(rss[w]) for w in rss}, {w: med(cpu[w]) for w in cpu}))
+            if argv_lost:
+                notes.append(f"{wname} {tool}: bpftrace printed an empty argv for {argv_lost.get('bpftrace', 0)} of its exec lines")
             print(f"  {wname} {tool}: none {base:.1f} ns/op, bpftrace +{added['bpftrace']:.1f}, "
                   f"wasmtap +{added['wasmtap']:.1f} (ratio {ratio:.2f}); counts vs known {known}: "
                   f"bpftrace [{check['bpftrace']}], wasmtap [{check['wasmtap']}]", file=sys.stderr, flush=True)
@@ -224,6 +236,8 @@ def overhead(rounds, quick):
         print(f"| {w} | {tool} | {base:.1f} ({brng}) | +{added['bpftrace']:.1f} ({ranges['bpftrace']}) | "
               f"+{added['wasmtap']:.1f} ({ranges['wasmtap']}) | {ratio:.2f} | {known} | {check['bpftrace']} | "
               f"{check['wasmtap']} | {rss['bpftrace']:.0f} / {rss['wasmtap']:.0f} | {cpu['bpftrace']:.2f} / {cpu['wasmtap']:.2f} |")
+    for n in notes:
+        print(f"\n{n}.")
 
 
 def streaming(quick):
@@ -275,18 +289,18 @@ def startup(rounds):
             else:
                 cmd = wt("execsnoop", "-c", "/bin/true")
                 needle = "/bin/true"
-            out = open(os.path.join(TMP, f"start-{who}-{r}.out"), "w+b")
+            path = os.path.join(TMP, f"start-{who}-{r}.out")
+            out = open(path, "wb")
+            seen = lambda: needle in open(path, "rb").read().decode(errors="replace")
             t0 = time.monotonic()
             p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=out, stderr=subprocess.DEVNULL)
             first = None
             while time.monotonic() - t0 < 30:
-                out.seek(0)
-                if needle in out.read().decode(errors="replace"):
+                if seen():
                     first = time.monotonic() - t0
                     break
                 if p.poll() is not None:
-                    out.seek(0)
-                    if needle in out.read().decode(errors="replace"):
+                    if seen():
                         first = time.monotonic() - t0
                     break
                 time.sleep(0.001)
