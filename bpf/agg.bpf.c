@@ -177,12 +177,17 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 			return;
 	}
 	if (a->role == WT_ROLE_START) {
-		/* The clock is read after the insert, so the interval leaves out our own
-		 * work (a first insert can take microseconds). */
-		__u64 zero = 0;
-
-		bpf_map_update_elem(&AGG_STARTS, &sk, &zero, BPF_ANY);
+		/* A key seen before (a thread's next syscall) is stamped in place: no
+		 * insert or delete on the hot path, only a lookup. A new key is inserted
+		 * first and stamped after, so the interval leaves out the insert (a first
+		 * insert can take microseconds). */
 		ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
+		if (!ts) {
+			__u64 zero = 0;
+
+			bpf_map_update_elem(&AGG_STARTS, &sk, &zero, BPF_ANY);
+			ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
+		}
 		if (ts)
 			*ts = bpf_ktime_get_ns();
 		return;
@@ -192,7 +197,9 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		if (!ts || !*ts)
 			return;
 		v = *ts;
-		bpf_map_delete_elem(&AGG_STARTS, &sk);
+		/* Ended: zeroed, not deleted; the entry is reused by the key's next start
+		 * and the least recently used go when the map is full. */
+		*ts = 0;
 		/* As late as the start was stamped early: what lies between the two
 		 * stamps is the traced code, not ours. */
 		v = bpf_ktime_get_ns() - v;
