@@ -107,13 +107,25 @@ class Tracer:
         with open(self.err_path, "rb") as f:
             return f.read().decode(errors="replace")
 
+    def peak_rss_mib(self):
+        """The tracer's own high-water RSS (VmHWM). Not wait4's ru_maxrss: across
+        fork and exec that starts from this (large) Python process's."""
+        try:
+            for line in open(f"/proc/{self.p.pid}/status"):
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return float("nan")
+
     def stop(self):
-        """SIGINT; returns (seconds to exit, peak RSS MiB, CPU seconds)."""
+        """SIGINT; returns (seconds to exit, peak RSS MiB before the stop, CPU seconds)."""
+        peak = self.peak_rss_mib()
         t = time.monotonic()
         self.p.send_signal(signal.SIGINT)
         _, status, ru = os.wait4(self.p.pid, 0)
         self.p.returncode = os.waitstatus_to_exitcode(status)
-        return time.monotonic() - t, ru.ru_maxrss / 1024, ru.ru_utime + ru.ru_stime
+        return time.monotonic() - t, peak, ru.ru_utime + ru.ru_stime
 
 
 def bt(program, name):
@@ -191,7 +203,7 @@ def overhead(rounds, quick):
                     t = start(f"{wname}-{who}-{r}")
                     _, x = run_workload(binary, arg)
                     _, peak, secs = t.stop()
-                    ns[who].append(x)
+                    ns[who].append(x - 0.0)
                     rss[who].append(peak)
                     cpu[who].append(secs)
                     text = t.text()
@@ -222,14 +234,20 @@ def overhead(rounds, quick):
             else:
                 check = {w: ", ".join(str(c) for c in counts[w]) for w in counts}
                 known = "samples (no exact truth)"
-            rows.append((wname, tool, base, rng(ns["none"]), added, {w: rng(ns[w]) for w in added}, ratio, known, check,
+            added_rng = {w: rng([x - base for x in ns[w]]) for w in added}
+            rows.append((wname, tool, base, rng(ns["none"]), added, added_rng, ratio, known, check,
                          {w: max(rss[w]) for w in rss}, {w: med(cpu[w]) for w in cpu}))
             if argv_lost:
                 notes.append(f"{wname} {tool}: bpftrace printed an empty argv for {argv_lost.get('bpftrace', 0)} of its exec lines")
             print(f"  {wname} {tool}: none {base:.1f} ns/op, bpftrace +{added['bpftrace']:.1f}, "
                   f"wasmtap +{added['wasmtap']:.1f} (ratio {ratio:.2f}); counts vs known {known}: "
                   f"bpftrace [{check['bpftrace']}], wasmtap [{check['wasmtap']}]", file=sys.stderr, flush=True)
-    print("\n## Overhead: added ns per operation (medians; ranges min-max)\n")
+    print("\n## Overhead: added ns per operation\n")
+    print("Medians of the rounds; in brackets the range (min-max) over the rounds, of the bare ns/op and of "
+          "each traced round's ns/op minus the bare median. Counts: each round's count minus the known count. "
+          "Peak RSS: the tracer's VmHWM just before it is stopped, the largest over the rounds. Tracer CPU: "
+          "user + system seconds of the tracer process, median (BPF programs run in the workload's context "
+          "and are in the added ns, not here).\n")
     print("| workload | tool | none ns/op | bpftrace added | wasmtap added | wasmtap/bpftrace | known count | bpftrace count − known | wasmtap count − known | peak RSS MiB bpftrace / wasmtap | tracer CPU s bpftrace / wasmtap |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for w, tool, base, brng, added, ranges, ratio, known, check, rss, cpu in rows:
@@ -281,6 +299,7 @@ def startup(rounds):
     subprocess.run(wt("execsnoop", "-c", "/bin/true"), capture_output=True)  # warm the plugin cache
     res = {"bpftrace": [], "wasmtap": []}
     stops = {"bpftrace": [], "wasmtap": []}
+    peaks = {"bpftrace": [], "wasmtap": []}
     for r in range(rounds):
         for who in ("bpftrace", "wasmtap"):
             if who == "bpftrace":
@@ -293,7 +312,8 @@ def startup(rounds):
             out = open(path, "wb")
             seen = lambda: needle in open(path, "rb").read().decode(errors="replace")
             t0 = time.monotonic()
-            p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=out, stderr=subprocess.DEVNULL)
+            # Not pinned: nothing else runs, and start-up uses both CPUs.
+            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
             first = None
             while time.monotonic() - t0 < 30:
                 if seen():
@@ -308,16 +328,18 @@ def startup(rounds):
             res[who].append(1000 * first if first is not None else float("nan"))
             # Stop time of a system-wide tracer with a live aggregation.
             t = bt(BT_COUNT, f"stop-{who}-{r}") if who == "bpftrace" else wasmtap(["syscount"], f"stop-{who}-{r}")
-            secs, _, _ = t.stop()
+            secs, peak, _ = t.stop()
             stops[who].append(1000 * secs)
+            peaks[who].append(peak)
     print("\n## Start-up and stop\n")
-    print("Start to first event: from spawning the tracer to the first line of a traced `/bin/true` exec "
-          "(`-c /bin/true`; wasmtap's execsnoop compiled once before, so it comes from the plugin cache). "
-          "Stop: from SIGINT to exit, for a system-wide syscall count.\n")
+    print("Start to first event: from spawning the tracer (not pinned) to the first line of a traced `/bin/true` "
+          "exec (`-c /bin/true`; wasmtap's execsnoop compiled once before, so it comes from the plugin cache). "
+          "Stop: from SIGINT to exit, for a system-wide syscall count. Peak RSS: VmHWM of that count.\n")
     print("| measure | bpftrace | wasmtap |")
     print("|---|---|---|")
     print(f"| start to first event, ms | {med(res['bpftrace']):.0f} ({rng(res['bpftrace'])}) | {med(res['wasmtap']):.0f} ({rng(res['wasmtap'])}) |")
     print(f"| stop, ms | {med(stops['bpftrace']):.0f} ({rng(stops['bpftrace'])}) | {med(stops['wasmtap']):.0f} ({rng(stops['wasmtap'])}) |")
+    print(f"| peak RSS of a syscall count, MiB | {med(peaks['bpftrace']):.0f} ({rng(peaks['bpftrace'])}) | {med(peaks['wasmtap']):.0f} ({rng(peaks['wasmtap'])}) |")
 
 
 def micro():

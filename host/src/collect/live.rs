@@ -98,6 +98,27 @@ pub struct LiveConfig {
     pub agg_filter: KernelFilter,
 }
 
+type BtfJob = JoinHandle<Result<Btf, aya::BtfError>>;
+
+/// A BTF parse started early by [`prefetch_btf`], for [`Live::start`] to take.
+static BTF_JOB: std::sync::Mutex<Option<BtfJob>> = std::sync::Mutex::new(None);
+
+fn spawn_btf_job() -> Result<BtfJob, CollectError> {
+    std::thread::Builder::new().name("wasmtap-btf".into()).spawn(Btf::from_sys_fs).map_err(CollectError::Thread)
+}
+
+fn take_btf_job() -> Option<BtfJob> {
+    BTF_JOB.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// Start parsing the kernel's BTF on a thread now, for a [`Live::start`] to come: the
+/// parse is the longest step of a start and needs nothing from the plugins.
+pub fn prefetch_btf() {
+    if let Ok(job) = spawn_btf_job() {
+        *BTF_JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+    }
+}
+
 /// Running collectors and their drain thread.
 pub struct Live {
     objects: Vec<(Collector, Ebpf)>,
@@ -123,10 +144,7 @@ impl Live {
         let collectors: BTreeSet<Collector> = config.kinds.iter().map(|k| collector_of(*k)).collect();
         // The kernel's BTF (for tp_btf attachment) parses while the collectors load: each
         // loader parses its own copy, and the two take most of the start-up time.
-        let btf_job = std::thread::Builder::new()
-            .name("wasmtap-btf".into())
-            .spawn(Btf::from_sys_fs)
-            .map_err(CollectError::Thread)?;
+        let btf_job = take_btf_job().map_or_else(spawn_btf_job, Ok)?;
         let mut objects = Vec::new();
         let mut user_links = Vec::new();
         if !config.aggs.is_empty() {
