@@ -27,21 +27,6 @@ const volatile __u32 cfg_base_dirs = 1;
 #define WT_NR_OPENAT 257
 #define WT_NR_OPENAT2 437
 
-/* Layout of the syscalls:sys_{enter,exit}_* tracepoints (see proc.bpf.c). */
-struct wt_syscall_enter_ctx {
-	__u64 common;
-	__s32 nr;
-	__u32 pad;
-	__u64 args[6];
-};
-
-struct wt_syscall_exit_ctx {
-	__u64 common;
-	__s32 nr;
-	__u32 pad;
-	__s64 ret;
-};
-
 /* What an open's entry leaves for its exit. */
 struct wt_open_entry {
 	__u64 ts_ns;

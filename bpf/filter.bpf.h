@@ -209,6 +209,22 @@ static __always_inline void wt_fill_header(struct wt_header *h, __u32 kind, __u3
 	bpf_get_current_comm(&h->comm, sizeof(h->comm));
 }
 
+/* Layout of the syscalls:sys_{enter,exit}_* tracepoints, fixed by their tracefs format
+ * files (not CO-RE: aya 0.14 rejects relocations into the flexible args[]). */
+struct wt_syscall_enter_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+struct wt_syscall_exit_ctx {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
 /* Keep the target set closed under fork: a child process of a target is a target. */
 static __always_inline void wt_track_fork(struct task_struct *parent, struct task_struct *child)
 {

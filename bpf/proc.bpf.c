@@ -18,22 +18,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 cfg_emit_fork = 0;
 const volatile __u32 cfg_emit_exit = 0;
 
-/* Layout of the syscalls:sys_{enter,exit}_* tracepoints, fixed by their tracefs
- * format files (not CO-RE: aya 0.14 rejects relocations into the flexible args[]). */
-struct wt_syscall_enter_ctx {
-	__u64 common;
-	__s32 nr;
-	__u32 pad;
-	__u64 args[6];
-};
-
-struct wt_syscall_exit_ctx {
-	__u64 common;
-	__s32 nr;
-	__u32 pad;
-	__s64 ret;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -116,12 +100,6 @@ static __always_inline int wt_exec_exit(long ret)
 	if (!e)
 		return 0;
 	flags = e->h.flags;
-	len = ((__u64)e->args_len + 7) & ~7ULL;
-	if (len > WT_EXEC_ARGS_MAX)
-		len = WT_EXEC_ARGS_MAX;
-	size = offsetof(struct wt_exec, args) + len;
-	wt_fill_header(&e->h, WT_EXEC, size);
-	e->h.flags = flags;
 	task = (struct task_struct *)bpf_get_current_task();
 	if (ret == 0) {
 		/* The new image's argv, just written by the kernel: always resident. */
@@ -140,12 +118,12 @@ static __always_inline int wt_exec_exit(long ret)
 				e->args_len = n;
 			}
 		}
-		len = ((__u64)e->args_len + 7) & ~7ULL;
-		if (len > WT_EXEC_ARGS_MAX)
-			len = WT_EXEC_ARGS_MAX;
-		size = offsetof(struct wt_exec, args) + len;
-		wt_fill_header(&e->h, WT_EXEC, size);
 	}
+	len = ((__u64)e->args_len + 7) & ~7ULL;
+	if (len > WT_EXEC_ARGS_MAX)
+		len = WT_EXEC_ARGS_MAX;
+	size = offsetof(struct wt_exec, args) + len;
+	wt_fill_header(&e->h, WT_EXEC, size);
 	e->h.flags = flags;
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->ret = ret;
