@@ -155,6 +155,12 @@ impl<'a> Event<'a> {
     pub fn comm_key(&self) -> Comm {
         Comm::new(self.comm_bytes())
     }
+
+    /// The command name contains `needle` (the `name=` filter of the vetted plugins);
+    /// the empty needle is in every name.
+    pub fn comm_contains(&self, needle: &[u8]) -> bool {
+        needle.is_empty() || self.comm_bytes().windows(needle.len()).any(|w| w == needle)
+    }
 }
 
 /// A syscall entry.
@@ -740,6 +746,7 @@ mod tests {
         assert_eq!((ev.ts_ns(), ev.cgroup_id(), ev.sub()), (123_456_789, 77, 0));
         assert_eq!(ev.comm(), "cat");
         assert_eq!(ev.comm_key().to_string(), "cat");
+        assert!(ev.comm_contains(b"") && ev.comm_contains(b"at") && !ev.comm_contains(b"cats"));
         assert_eq!(ev.kind(), Kind::SysEnter);
         let Event::SysEnter(s) = ev else { panic!("{ev:?}") };
         assert_eq!(s.syscall().name(), Some("openat"));

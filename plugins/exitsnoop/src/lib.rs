@@ -72,7 +72,7 @@ impl Plugin for Exitsnoop {
             return;
         }
         let age = ev.ts_ns().saturating_sub(exit.start_ns());
-        if age < self.min_age_ns || !contains(ev.comm_bytes(), &self.name) {
+        if age < self.min_age_ns || !ev.comm_contains(&self.name) {
             return;
         }
         let ms = |ns: Option<u64>| ns.map_or(Value::Int(-1), |ns| Value::from(ns / NS_PER_MS));
@@ -91,11 +91,6 @@ impl Plugin for Exitsnoop {
         ];
         out.row(0, row);
     }
-}
-
-/// `needle` occurs in `haystack`; the empty needle is everywhere.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 export_plugin!(Exitsnoop);

@@ -96,7 +96,7 @@ impl Plugin for Opensnoop {
         if self.only.failed && ret >= 0 {
             return;
         }
-        if !contains(ev.comm_bytes(), &self.only.name) || !has_flags(open.flags(), self.only.flags, self.only.mode) {
+        if !ev.comm_contains(&self.only.name) || !has_flags(open.flags(), self.only.flags, self.only.mode) {
             return;
         }
         let path = if self.full { open.full_path() } else { open.path().into_owned() };
@@ -122,11 +122,6 @@ impl Plugin for Opensnoop {
 /// `flags` has every flag of `wanted`, and the access mode `mode` if one is given.
 fn has_flags(flags: u64, wanted: u64, mode: Option<u64>) -> bool {
     flags & wanted == wanted && mode.is_none_or(|m| flags & wasmtap_syscalls::o::ACCMODE == m)
-}
-
-/// `needle` occurs in `haystack`; the empty needle is everywhere.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 export_plugin!(Opensnoop);

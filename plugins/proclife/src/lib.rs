@@ -111,7 +111,7 @@ impl Plugin for Proclife {
                 self.line(ev, 0, "fork", detail)
             }
             Event::Exec(e) => {
-                let matches = contains(ev.comm_bytes(), &self.name);
+                let matches = ev.comm_contains(&self.name);
                 if matches && !self.name.is_empty() && e.ret() == 0 && self.followed.len() < PIDS_MAX {
                     self.followed.insert(pid);
                 }
@@ -196,11 +196,6 @@ impl Proclife {
             );
         }
     }
-}
-
-/// `needle` occurs in `haystack`; the empty needle is everywhere.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 export_plugin!(Proclife);

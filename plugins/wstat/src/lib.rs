@@ -109,7 +109,7 @@ impl Plugin for Wstat {
         match ev {
             Event::SysEnter(s) => {
                 let fd = s.arg(0) as i32 as i64;
-                if self.fd.is_some_and(|want| want != fd) || !contains(ev.comm_bytes(), &self.name) {
+                if self.fd.is_some_and(|want| want != fd) || !ev.comm_contains(&self.name) {
                     return;
                 }
                 if self.pending.len() >= PENDING_MAX && !self.pending.contains_key(&ev.tid()) {
@@ -183,11 +183,6 @@ impl Wstat {
             out.row(0, row);
         }
     }
-}
-
-/// `needle` occurs in `haystack`; the empty needle is everywhere.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 export_plugin!(Wstat);
