@@ -15,9 +15,6 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Walk the directory of relative paths (the host sets it when a plugin asks). */
-const volatile __u32 cfg_base_dirs = 1;
-
 #define WT_AT_FDCWD -100
 #define WT_O_CREAT_WRONLY_TRUNC 01101 /* what creat(2) is */
 
@@ -189,7 +186,7 @@ static __always_inline int wt_open_exit(long ret)
 	}
 	e->path_len = n;
 	task = (struct task_struct *)bpf_get_current_task();
-	if (cfg_base_dirs && n > 0 && e->data[0] != '/') {
+	if (n > 0 && e->data[0] != '/') {
 		const struct path *dir = NULL;
 
 		if (in->dfd == WT_AT_FDCWD) {

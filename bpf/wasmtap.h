@@ -121,7 +121,7 @@ struct wt_exit {
  * file:open. One record per completed open, openat, openat2 or creat, emitted at the
  * syscall's exit (where the kernel has just read the path, so it is resident). data
  * holds the path as passed, NUL-terminated (path_len bytes with the NUL; 0 if it could
- * not be read). For a relative path, when asked (cfg_base_dirs), base_len bytes follow:
+ * not be read). For a relative path, base_len bytes follow:
  * the directory it is relative to (the cwd, or the dir fd's), as names from the
  * innermost up, each NUL-terminated; the process's root ends the walk.
  */
