@@ -58,6 +58,16 @@ impl Params {
     pub fn duration_ns(&self, name: &str) -> u64 {
         self.get(name).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
     }
+
+    /// A `duration` parameter as a timer: `None` for 0 (off), the subscription
+    /// `interval:ms:N` otherwise; shorter than a millisecond is an error naming `name`.
+    pub fn timer(&self, name: &str) -> Result<Option<crate::Subscription>, String> {
+        match self.duration_ns(name) {
+            0 => Ok(None),
+            ns if ns < 1_000_000 => Err(format!("{name}: must be 0 (off) or at least 1ms")),
+            ns => Ok(Some(crate::Subscription::new(&format!("interval:ms:{}", ns / 1_000_000)))),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -82,5 +92,13 @@ mod tests {
         assert_eq!(p.int("absent"), 0);
         assert_eq!(p.text("absent"), "");
         assert_eq!(p.get("absent"), None);
+    }
+
+    #[test]
+    fn timers_come_from_durations() {
+        let p = Params::from_pairs(&[("off", "0"), ("short", "999999"), ("second", "1000000000")]);
+        assert_eq!(p.timer("off"), Ok(None));
+        assert_eq!(p.timer("short").unwrap_err(), "short: must be 0 (off) or at least 1ms");
+        assert_eq!(p.timer("second").unwrap().unwrap().probe, "interval:ms:1000");
     }
 }

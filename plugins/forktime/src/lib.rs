@@ -12,7 +12,6 @@ use wasmtap_sdk::{
 };
 use wasmtap_syscalls::nr;
 
-const NS_PER_MS: u64 = 1_000_000;
 const FORKS: [&str; 4] = ["clone", "clone3", "fork", "vfork"];
 /// Threads and processes tracked at once; past it the oldest state is dropped and
 /// counted (a process whose fork or exec was not seen is not timed).
@@ -87,13 +86,12 @@ impl Plugin for Forktime {
         for p in ["syscall:execve:entry", "syscall:execveat:entry", "proc:fork", "proc:exec", "proc:exit"] {
             subs.push(Subscription::new(p));
         }
-        let interval = match params.duration_ns("interval") {
-            0 => None,
-            ns if ns < NS_PER_MS => return Err("interval: must be 0 (off) or at least 1ms".into()),
-            ns => {
-                subs.push(Subscription::new(&format!("interval:ms:{}", ns / NS_PER_MS)));
+        let interval = match params.timer("interval")? {
+            Some(timer) => {
+                subs.push(timer);
                 Some(subs.len() as u32 - 1)
             }
+            None => None,
         };
         let mut columns = vec![
             Column::new("EXECNAME", ColumnKind::Text, 16),

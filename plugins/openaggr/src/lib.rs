@@ -9,7 +9,6 @@ use wasmtap_sdk::{
 };
 use wasmtap_syscalls::creates;
 
-const NS_PER_MS: u64 = 1_000_000;
 /// Processes kept per interval; opens by further processes are counted in `other`.
 const PROCESSES_MAX: usize = 65536;
 
@@ -43,10 +42,9 @@ impl Plugin for Openaggr {
     }
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
-        let interval = params.duration_ns("interval");
-        if interval < NS_PER_MS {
+        let Ok(Some(timer)) = params.timer("interval") else {
             return Err("interval: must be at least 1ms".into());
-        }
+        };
         let top = usize::try_from(params.int("top")).map_err(|_| "top: must be 0 (all) or more".to_string())?;
         let columns = vec![
             Column::new("TIME", ColumnKind::Timestamp, 12),
@@ -57,8 +55,7 @@ impl Plugin for Openaggr {
             Column::new("SUCCESS", ColumnKind::Integer, 8),
             Column::new("FAIL", ColumnKind::Integer, 6),
         ];
-        let subs =
-            vec![Subscription::new("file:open"), Subscription::new(&format!("interval:ms:{}", interval / NS_PER_MS))];
+        let subs = vec![Subscription::new("file:open"), timer];
         let plan = Plan::new(subs).with_table(TableSpec::new("opens", columns));
         Ok((Openaggr { top, counts: FxHashMap::default(), other: 0 }, plan))
     }

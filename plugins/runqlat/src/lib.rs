@@ -9,11 +9,10 @@ use std::collections::BTreeMap;
 use wasmtap_sdk::{
     export_plugin, from_entries, read_aggregation, AggEntry, AggKind, AggOrder, AggSource, AggValue, Aggregation,
     Bucket, CmpOp, Correlation, Event, Filter, Histogram, KernelAggregation, Output, ParamKind, ParamSpec, Params,
-    Plan, Plugin, PluginInfo, Predicate, Subscription, Value,
+    Plan, Plugin, PluginInfo, Predicate, Value,
 };
 
 const SWITCH: &str = "tracepoint:sched:sched_switch";
-const NS_PER_MS: u64 = 1_000_000;
 /// The starts of a wait: a wakeup, a new task's first wakeup, a preemption (the task
 /// left the CPU still runnable: `prev_state` is 0, TASK_RUNNING).
 const STARTS: [(&str, &str); 3] =
@@ -40,13 +39,12 @@ impl Plugin for Runqlat {
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
         let mut subs = Vec::new();
-        let interval = match params.duration_ns("interval") {
-            0 => None,
-            ns if ns < NS_PER_MS => return Err("interval: must be 0 (off) or at least 1ms".into()),
-            ns => {
-                subs.push(Subscription::new(&format!("interval:ms:{}", ns / NS_PER_MS)));
+        let interval = match params.timer("interval")? {
+            Some(timer) => {
+                subs.push(timer);
                 Some(0)
             }
+            None => None,
         };
         let mut plan = Plan::new(subs);
         for (probe, key) in STARTS {

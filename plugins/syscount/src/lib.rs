@@ -11,7 +11,6 @@ use wasmtap_sdk::{
 
 const PROBE: &str = "tracepoint:raw_syscalls:sys_enter";
 const EXIT: &str = "tracepoint:raw_syscalls:sys_exit";
-const NS_PER_MS: u64 = 1_000_000;
 
 /// Where the counting happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,9 +114,9 @@ impl Plugin for Syscount {
             subscriptions.push(Subscription::new(PROBE).with_filter(filter.clone()));
         }
         let mut interval = None;
-        if let Some(ms) = interval_ms(params.duration_ns("interval"))? {
+        if let Some(timer) = params.timer("interval")? {
             interval = Some(subscriptions.len() as u32);
-            subscriptions.push(Subscription::new(&format!("interval:ms:{ms}")));
+            subscriptions.push(timer);
         }
         let mut plan = Plan::new(subscriptions);
         let mut ids = (None, None);
@@ -282,15 +281,6 @@ fn latency_entries(hists: Vec<AggEntry>) -> (Vec<AggEntry>, Vec<AggEntry>, Vec<A
 /// The `syscall` parameter as syscall numbers.
 fn parse_syscalls(list: &str) -> Result<Vec<u32>, String> {
     Syscall::parse_list(list).map_err(|e| format!("syscall: {e}"))
-}
-
-/// The timer period for `interval`, in whole milliseconds; `None` for 0 (off).
-fn interval_ms(ns: u64) -> Result<Option<u64>, String> {
-    match ns {
-        0 => Ok(None),
-        1..NS_PER_MS => Err("interval: must be 0 (off) or at least 1ms".to_string()),
-        _ => Ok(Some(ns / NS_PER_MS)),
-    }
 }
 
 export_plugin!(Syscount);

@@ -15,7 +15,6 @@ use wasmtap_sdk::{
 
 const ENTER: &str = "tracepoint:raw_syscalls:sys_enter";
 const EXIT: &str = "tracepoint:raw_syscalls:sys_exit";
-const NS_PER_MS: u64 = 1_000_000;
 /// Threads inside a syscall that the streamed computation remembers (the kernel's
 /// start map holds as many).
 const STARTS_MAX: usize = 65536;
@@ -79,13 +78,12 @@ impl Plugin for Syslatency {
             subs.push(Subscription::new(ENTER).with_filter(filter.clone()));
             subs.push(Subscription::new(EXIT).with_filter(filter.clone()));
         }
-        let interval = match params.duration_ns("interval") {
-            0 => None,
-            ns if ns < NS_PER_MS => return Err("interval: must be 0 (off) or at least 1ms".into()),
-            ns => {
-                subs.push(Subscription::new(&format!("interval:ms:{}", ns / NS_PER_MS)));
+        let interval = match params.timer("interval")? {
+            Some(timer) => {
+                subs.push(timer);
                 Some(subs.len() as u32 - 1)
             }
+            None => None,
         };
         let mut plan = Plan::new(subs);
         if mode != Mode::Stream {

@@ -13,7 +13,6 @@ use wasmtap_sdk::{
 };
 use wasmtap_syscalls::nr;
 
-const NS_PER_MS: u64 = 1_000_000;
 const WRITES: [i64; 5] = [nr::WRITE, nr::PWRITE64, nr::WRITEV, nr::PWRITEV, nr::PWRITEV2];
 /// Threads inside a write that are remembered; more are counted as `unpaired`.
 const PENDING_MAX: usize = 65536;
@@ -66,10 +65,9 @@ impl Plugin for Wstat {
     }
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
-        let interval = params.duration_ns("interval");
-        if interval < NS_PER_MS {
+        let Ok(Some(timer)) = params.timer("interval") else {
             return Err("interval: must be at least 1ms".into());
-        }
+        };
         let top = usize::try_from(params.int("top")).map_err(|_| "top: must be 0 (all) or more".to_string())?;
         let fd = match params.int("fd") {
             -1 => None,
@@ -82,7 +80,7 @@ impl Plugin for Wstat {
             subs.push(Subscription::new(&format!("syscall:{name}:entry")));
             subs.push(Subscription::new(&format!("syscall:{name}:exit")));
         }
-        subs.push(Subscription::new(&format!("interval:ms:{}", interval / NS_PER_MS)));
+        subs.push(timer);
         let columns = vec![
             Column::new("TIME", ColumnKind::Timestamp, 12),
             Column::new("PID", ColumnKind::Integer, 7),
