@@ -206,7 +206,7 @@ def overhead(rounds, quick):
                     t = start(f"{wname}-{who}-{r}")
                     _, x = run_workload(binary, arg)
                     _, peak, secs = t.stop()
-                    ns[who].append(x - 0.0)
+                    ns[who].append(x)
                     rss[who].append(peak)
                     cpu[who].append(secs)
                     text = t.text()

@@ -19,6 +19,9 @@ pub(super) fn header(table: &TableSpec) -> String {
     join_cells(cells)
 }
 
+/// Padding for right-aligned integers, without an allocation for the usual widths.
+const SPACES: &str = "                                                                ";
+
 pub(super) fn row(table: &TableSpec, row: &Row, clock: &Clock) -> String {
     // One buffer per row, cells written in place: rows stream at millions a second.
     use std::fmt::Write;
@@ -41,7 +44,10 @@ pub(super) fn row(table: &TableSpec, row: &Row, clock: &Clock) -> String {
         let len = out[start..].chars().count();
         if len < width {
             match c.kind {
-                ColumnKind::Integer => out.insert_str(start, &" ".repeat(width - len)),
+                ColumnKind::Integer => match SPACES.get(..width - len) {
+                    Some(pad) => out.insert_str(start, pad),
+                    None => out.insert_str(start, &" ".repeat(width - len)),
+                },
                 _ if i + 1 == n => {}
                 _ => out.extend(std::iter::repeat_n(' ', width - len)),
             }

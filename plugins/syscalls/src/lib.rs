@@ -283,33 +283,32 @@ const FLAG_NAMES: &[(u64, &str)] = &[
 /// Open flags decoded: the access mode first (O_RDONLY, O_WRONLY, O_RDWR, or O_PATH),
 /// then each flag set, then any unknown bits in hex: "O_WRONLY|O_CREAT|O_TRUNC".
 pub fn open_flags(flags: u64) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut rest = flags;
+    // One string, no parts: opensnoop decodes this for every open.
+    let mut out = String::with_capacity(48);
+    let mut rest = flags & !o::ACCMODE;
     if flags & o::PATH != 0 {
-        parts.push("O_PATH".into());
+        out.push_str("O_PATH");
         rest &= !o::PATH;
     } else {
-        parts.push(
-            match flags & o::ACCMODE {
-                o::RDONLY => "O_RDONLY",
-                o::WRONLY => "O_WRONLY",
-                o::RDWR => "O_RDWR",
-                _ => "O_ACCMODE",
-            }
-            .into(),
-        );
+        out.push_str(match flags & o::ACCMODE {
+            o::RDONLY => "O_RDONLY",
+            o::WRONLY => "O_WRONLY",
+            o::RDWR => "O_RDWR",
+            _ => "O_ACCMODE",
+        });
     }
-    rest &= !o::ACCMODE;
     for &(bits, name) in FLAG_NAMES {
         if rest & bits == bits {
-            parts.push(name.into());
+            out.push('|');
+            out.push_str(name);
             rest &= !bits;
         }
     }
     if rest != 0 {
-        parts.push(format!("{rest:#x}"));
+        use std::fmt::Write;
+        let _ = write!(out, "|{rest:#x}");
     }
-    parts.join("|")
+    out
 }
 
 /// Parse flag names back (`O_WRONLY|O_CREAT`, also `,`-separated, `O_` optional, any
