@@ -98,6 +98,7 @@ class Tracer:
         deadline = time.monotonic() + 60
         while ready not in self.text() + self.errors():
             if self.p.poll() is not None or time.monotonic() > deadline:
+                self.p.kill()  # a tracer left running would skew every later measure
                 raise SystemExit(f"tracer {cmd} did not start: {self.errors()}")
             time.sleep(0.005)
         time.sleep(0.5)
