@@ -40,11 +40,24 @@ struct {
 	__type(value, __u64);
 } AGG_STARTS SEC(".maps");
 
+/* Threads known to be in the run's scope, for intervals named by a thread id
+ * (WT_SRC_TASK): a wakeup is often run by another CPU's idle task, so the woken
+ * thread is not the current one. Added at fork when the child is in scope and when
+ * a thread is seen in scope at a site with such intervals; removed when seen out of
+ * it (an exec to another comm, a setuid) and at exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} SCOPED_TIDS SEC(".maps");
+
 struct wt_agg_ctx {
 	const void *data; /* the tracepoint entry; NULL for syscalls (then sys) */
 	__u64 sys[7];
 	__u64 pid_tgid;
 	__s64 id; /* syscall number, or -1 */
+	__u8 out_of_scope; /* the current task is outside the run's scope (-p, -c, -u, --cgroup) */
 };
 
 /* A value of `size` bytes at `off` of the probe's data, sign-extended if asked. */
@@ -90,6 +103,36 @@ static __always_inline int wt_agg_read(const struct wt_agg_ctx *c, const struct 
 	}
 	*out = 0;
 	return 0;
+}
+
+/* Whether the thread whose id is the field `s` is in the run's scope (-p, -c, -u,
+ * --comm, --cgroup): the current thread as filtered, another as last seen. */
+static __always_inline int wt_agg_task_in_scope(const struct wt_agg_ctx *c, const struct wt_agg_src *s)
+{
+	__u64 tid;
+	__u32 key;
+
+	if (wt_agg_field(c, s, &tid) || !tid)
+		return 0;
+	if (tid == (__u32)c->pid_tgid)
+		return !c->out_of_scope;
+	key = (__u32)tid;
+	return bpf_map_lookup_elem(&SCOPED_TIDS, &key) != NULL;
+}
+
+/* Keep SCOPED_TIDS true of the current thread. */
+static __always_inline void wt_agg_note_current(const struct wt_agg_ctx *c)
+{
+	__u32 tid = (__u32)c->pid_tgid;
+	__u8 *seen = bpf_map_lookup_elem(&SCOPED_TIDS, &tid);
+
+	if (!c->out_of_scope && !seen) {
+		__u8 one = 1;
+
+		bpf_map_update_elem(&SCOPED_TIDS, &tid, &one, BPF_ANY);
+	} else if (c->out_of_scope && seen) {
+		bpf_map_delete_elem(&SCOPED_TIDS, &tid);
+	}
 }
 
 static __always_inline __u32 wt_ilog2(__u64 v)
@@ -161,6 +204,26 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 	__u64 v = 0, *ts;
 	int i;
 
+	if (a->corr.flags & WT_SRC_TASK) {
+		/* The interval is the thread's named by the field: in scope or not by it. */
+		if (wt_scoped() && !wt_agg_task_in_scope(c, &a->corr))
+			return;
+	} else if (c->out_of_scope) {
+		/* Outside the scope only an end may count: it closes an interval whose start
+		 * was in scope (a request issued by the traced task, completed in an
+		 * interrupt). Its keys must not name the current task: that is someone
+		 * else's. */
+		if (a->role != WT_ROLE_END)
+			return;
+		for (i = 0; i < WT_AGG_KEYS; i++) {
+			__u8 src = a->keys[i].src;
+
+			if (src == WT_SRC_NONE)
+				break;
+			if (src != WT_SRC_FIELD && src != WT_SRC_SYSCALL)
+				return;
+		}
+	}
 	if (a->filter_syscalls) {
 		__u32 nr = (__u32)c->id;
 
@@ -231,6 +294,8 @@ static __always_inline void wt_agg_run(const struct wt_agg_ctx *c, __u32 site)
 
 	if (!s)
 		return;
+	if ((s->flags & WT_SITE_TASKS) && wt_scoped())
+		wt_agg_note_current(c);
 	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
 	for (i = 0; i < WT_AGG_ACTIONS; i++) {
 		if (i >= s->n)
@@ -280,12 +345,36 @@ int wt_agg_tracepoint(void *ctx)
 	struct wt_agg_ctx c = {};
 
 	c.pid_tgid = bpf_get_current_pid_tgid();
-	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
-		return 0;
+	/* Not a return: an end outside the scope may close an interval started in it. */
+	c.out_of_scope = !wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32);
 	c.data = ctx;
 	c.id = -1;
 	wt_agg_run(&c, (__u32)bpf_get_attach_cookie(ctx));
 	return 0;
 }
 
-WT_TRACKING_PROGRAMS(wt_agg)
+/* WT_TRACKING_PROGRAMS, and SCOPED_TIDS kept: a child of a thread in scope is in it
+ * (it inherits the uid, comm and cgroup; wt_track_fork has made it a target). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(wt_agg_track_fork, struct task_struct *parent, struct task_struct *child)
+{
+	wt_track_fork(parent, child);
+	if (wt_scoped() && wt_pass_task_struct(WT_AGG_KIND, child)) {
+		__u32 tid = BPF_CORE_READ(child, pid);
+		__u8 one = 1;
+
+		bpf_map_update_elem(&SCOPED_TIDS, &tid, &one, BPF_ANY);
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(wt_agg_untrack_exit, struct task_struct *task)
+{
+	__u32 tid = BPF_CORE_READ(task, pid);
+
+	wt_untrack_exit(task);
+	if (wt_scoped())
+		bpf_map_delete_elem(&SCOPED_TIDS, &tid);
+	return 0;
+}

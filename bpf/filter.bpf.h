@@ -133,6 +133,70 @@ filtered:
 	return 0;
 }
 
+/* Whether any scope filter is set. */
+static __always_inline int wt_scoped(void)
+{
+	return cfg_filter_targets || cfg_filter_uids || cfg_filter_comms || cfg_filter_cgroups;
+}
+
+/* 1 when task `p` (not the current one) is in a cgroup of CGROUPS or below one. */
+static __always_inline int wt_task_in_cgroups(struct task_struct *p)
+{
+	struct cgroup *cg = BPF_CORE_READ(p, cgroups, dfl_cgrp);
+	__u64 id;
+	int level, top;
+
+	if (!cg)
+		return 0;
+	id = BPF_CORE_READ(cg, kn, id);
+	if (bpf_map_lookup_elem(&CGROUPS, &id))
+		return 1;
+	top = BPF_CORE_READ(cg, level);
+	for (level = 1; level <= WT_CGROUP_LEVELS_MAX; level++) {
+		struct cgroup *anc = NULL;
+
+		if (level > cfg_cgroup_levels || level > top)
+			break;
+		bpf_core_read(&anc, sizeof(anc), &cg->ancestors[level]);
+		if (!anc)
+			continue;
+		id = BPF_CORE_READ(anc, kn, id);
+		if (bpf_map_lookup_elem(&CGROUPS, &id))
+			return 1;
+	}
+	return 0;
+}
+
+/* wt_pass_task for a task that is not the current one. */
+static __always_inline int wt_pass_task_struct(__u32 row, struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (tgid == cfg_self_tgid)
+		return 0;
+	if (cfg_filter_targets && !bpf_map_lookup_elem(&TARGETS, &tgid))
+		goto filtered;
+	if (cfg_filter_uids) {
+		__u32 uid = BPF_CORE_READ(p, cred, uid.val);
+
+		if (!bpf_map_lookup_elem(&UIDS, &uid))
+			goto filtered;
+	}
+	if (cfg_filter_comms) {
+		struct wt_comm_key k = {};
+
+		bpf_probe_read_kernel_str(&k.comm, sizeof(k.comm), &p->comm);
+		if (!bpf_map_lookup_elem(&COMMS, &k))
+			goto filtered;
+	}
+	if (cfg_filter_cgroups && !wt_task_in_cgroups(p))
+		goto filtered;
+	return 1;
+filtered:
+	wt_count(row, WT_SLOT_FILTERED);
+	return 0;
+}
+
 /* One comparison: the value at base + p->off, of p->size bytes, against p->value. */
 static __always_inline int wt_pred_holds(const struct wt_pred *p, const void *base)
 {

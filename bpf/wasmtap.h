@@ -261,10 +261,15 @@ enum wt_agg_role {
 	WT_ROLE_END = 2,    /* aggregate the time since the start with the same corr */
 };
 
+/* A correlation field that is a thread id: the run's scope applies to that thread, not
+ * to the task running when the event fires (a wakeup is often run by another CPU's
+ * idle task, a switch by the task leaving). */
+#define WT_SRC_TASK 2
+
 struct wt_agg_src {
 	__u8 src;   /* enum wt_agg_source */
 	__u8 size;  /* WT_SRC_FIELD: 1, 2, 4 or 8 */
-	__u8 flags; /* WT_PRED_SIGNED */
+	__u8 flags; /* WT_PRED_SIGNED, WT_SRC_TASK */
 	__u8 pad;
 	__u16 off;  /* WT_SRC_FIELD: byte offset in the probe's data */
 	__u16 pad2;
@@ -288,9 +293,11 @@ struct wt_agg_action {
 	__u8 syscalls[64];      /* bitmap of syscall numbers below 512 */
 }; /* 208 bytes */
 
+#define WT_SITE_TASKS 1 /* an action's correlation is WT_SRC_TASK */
+
 struct wt_agg_site {
-	__u32 n; /* actions used */
-	__u32 pad;
+	__u32 n;     /* actions used */
+	__u32 flags; /* WT_SITE_TASKS */
 	struct wt_agg_action a[WT_AGG_ACTIONS];
 }; /* 1672 bytes */
 

@@ -79,8 +79,9 @@ impl KernelAggregation {
     }
 
     /// Aggregate the time since `start_probe` fired with the same key: `key` on the start
-    /// event must equal `end_key` on this aggregation's probe (the thread, or a field such
-    /// as a request pointer). The value becomes the latency in nanoseconds.
+    /// event must equal `end_key` on this aggregation's probe (the thread, a field such as
+    /// a request pointer, or a field naming a thread: [`Correlation::Task`], to which the
+    /// run's scope then applies). The value becomes the latency in nanoseconds.
     pub fn latency_from(mut self, start_probe: &str, key: Correlation, end_key: Correlation) -> Self {
         self.value = AggSource::Latency;
         self.start = Some(StartEvent { probe: start_probe.to_string(), filter: Filter::default(), key, end_key });
@@ -120,8 +121,8 @@ mod tests {
         let l = KernelAggregation::log2_histogram("q", "tracepoint:sched:sched_switch", AggSource::Pid)
             .latency_from(
                 "tracepoint:sched:sched_wakeup",
-                Correlation::Field("pid".into()),
-                Correlation::Field("next_pid".into()),
+                Correlation::Task("pid".into()),
+                Correlation::Task("next_pid".into()),
             )
             .start_filter(Filter { uids: vec![0], ..Filter::default() });
         assert_eq!(l.value, AggSource::Latency);

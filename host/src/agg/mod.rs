@@ -24,6 +24,9 @@ pub const PER_PLUGIN_MAX: usize = 32;
 /// Intervals started and not ended yet that the host keeps (the kernel's LRU holds as many).
 const STARTS_MAX: usize = 65536;
 
+/// `WT_SRC_TASK`: the scope applies to the thread a correlation field names.
+const SRC_TASK: u8 = 2;
+
 /// Where a key part or a value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Src {
@@ -36,6 +39,8 @@ pub enum Src {
     Syscall,
     /// A field of the probe's data.
     Field(FieldLoc),
+    /// A field that is a thread id, to which the scope applies (correlations only).
+    Task(FieldLoc),
     Latency,
 }
 
@@ -51,12 +56,12 @@ impl Src {
             Src::Uid => 4,
             Src::Cgroup => 5,
             Src::Syscall => 7,
-            Src::Field(_) => 8,
+            Src::Field(_) | Src::Task(_) => 8,
             Src::Latency => 9,
         };
-        if let Src::Field(loc) = self {
+        if let Src::Field(loc) | Src::Task(loc) = self {
             b[1] = loc.size;
-            b[2] = u8::from(loc.signed);
+            b[2] = u8::from(loc.signed) | if matches!(self, Src::Task(_)) { SRC_TASK } else { 0 };
             b[4..6].copy_from_slice(&loc.off.to_le_bytes());
         }
         b
@@ -302,6 +307,7 @@ fn correlation(c: &types::Correlation, p: &Probe) -> Result<Src, String> {
     match c {
         types::Correlation::Tid => Ok(Src::Tid),
         types::Correlation::Field(name) => Ok(Src::Field((p.fields)(name)?)),
+        types::Correlation::Task(name) => Ok(Src::Task((p.fields)(name)?)),
     }
 }
 
@@ -502,7 +508,7 @@ impl Evaluator {
             Src::Uid => u64::from(rec.uid()),
             Src::Cgroup => rec.cgroup_id(),
             Src::Syscall => id as u64,
-            Src::Field(loc) => {
+            Src::Field(loc) | Src::Task(loc) => {
                 let raw = rec.bytes().get(base + loc.off as usize..base + loc.off as usize + loc.size as usize)?;
                 let mut buf = [0u8; 8];
                 buf[..raw.len()].copy_from_slice(raw);

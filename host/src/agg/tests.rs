@@ -226,6 +226,29 @@ fn actions_encode_as_struct_wt_agg_action() {
 }
 
 #[test]
+fn a_task_correlation_is_flagged_on_the_action_and_its_site() {
+    let task = Src::Task(FieldLoc { off: 8, size: 4, signed: true });
+    let end = Action {
+        agg: 1,
+        role: Role::End,
+        func: Func::Log2,
+        keys: Vec::new(),
+        value: Src::Latency,
+        corr: task,
+        preds: Vec::new(),
+        syscalls: None,
+    };
+    // WT_SRC_FIELD, 4 bytes, signed | WT_SRC_TASK, at offset 8.
+    assert_eq!(&end.encode()[48..56], &[8, 4, 1 | 2, 0, 8, 0, 0, 0]);
+    let plain = Action { corr: Src::Field(FieldLoc { off: 8, size: 4, signed: true }), ..end.clone() };
+    let attach = SiteAttach::Tracepoint { id: 1, name: "sched:sched_switch".into() };
+    let site = |actions: Vec<[u8; ACTION_BYTES]>| SiteConfig { site: 2, attach: attach.clone(), actions }.to_bytes();
+    // WT_SITE_TASKS in the site's flags when any of its actions has such a correlation.
+    assert_eq!(&site(vec![plain.encode(), end.encode()])[0..8], &[2, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(&site(vec![plain.encode()])[0..8], &[1, 0, 0, 0, 0, 0, 0, 0]);
+}
+
+#[test]
 fn sites_number_syscalls_first_and_cap_actions() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);

@@ -46,6 +46,9 @@ impl SiteConfig {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut v = vec![0u8; SITE_BYTES];
         v[0..4].copy_from_slice(&(self.actions.len().min(ACTIONS_PER_SITE) as u32).to_le_bytes());
+        // WT_SITE_TASKS: an action's correlation (the src at 48) has the WT_SRC_TASK flag.
+        let tasks = self.actions.iter().any(|a| a[50] & 2 != 0);
+        v[4..8].copy_from_slice(&u32::from(tasks).to_le_bytes());
         for (i, a) in self.actions.iter().take(ACTIONS_PER_SITE).enumerate() {
             v[8 + i * ACTION_BYTES..8 + (i + 1) * ACTION_BYTES].copy_from_slice(a);
         }

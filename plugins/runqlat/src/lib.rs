@@ -50,8 +50,8 @@ impl Plugin for Runqlat {
         for (probe, key) in STARTS {
             let mut agg = KernelAggregation::log2_histogram("usecs", SWITCH, AggSource::Latency).latency_from(
                 probe,
-                Correlation::Field(key.into()),
-                Correlation::Field("next_pid".into()),
+                Correlation::Task(key.into()),
+                Correlation::Task("next_pid".into()),
             );
             if probe == SWITCH {
                 let running = Predicate { field: "prev_state".into(), op: CmpOp::Eq, value: 0 };
