@@ -7,7 +7,7 @@
  * start event and an end event matched by a key (the thread, or a field such as a
  * request pointer). Values go to a per-CPU hash that the host reads and sums.
  *
- * Sites: the sys_enter and sys_exit programs (raw tracepoints with BTF) are sites 0
+ * Sites: the sys_enter and sys_exit programs (raw tracepoints) are sites 0
  * and 1; every other tracepoint is attached with its site number as the cookie.
  */
 #include "vmlinux.h"
@@ -57,7 +57,8 @@ struct wt_agg_ctx {
 	__u64 sys[7];
 	__u64 pid_tgid;
 	__s64 id; /* syscall number, or -1 */
-	__u8 out_of_scope; /* the current task is outside the run's scope (-p, -c, -u, --cgroup) */
+	__u8 out_of_scope; /* the current task is outside the run's scope (-p, -c, uid, comm, cgroup) */
+	const struct pt_regs *regs; /* sys_enter: the arguments, read into sys only if a site needs them */
 };
 
 /* A value of `size` bytes at `off` of the probe's data, sign-extended if asked. */
@@ -287,7 +288,7 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 	wt_agg_update(&k, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
 }
 
-static __always_inline void wt_agg_run(const struct wt_agg_ctx *c, __u32 site)
+static __always_inline void wt_agg_run(struct wt_agg_ctx *c, __u32 site)
 {
 	struct wt_agg_site *s = bpf_map_lookup_elem(&AGG_SITES, &site);
 	int i;
@@ -296,6 +297,18 @@ static __always_inline void wt_agg_run(const struct wt_agg_ctx *c, __u32 site)
 		return;
 	if ((s->flags & WT_SITE_TASKS) && wt_scoped())
 		wt_agg_note_current(c);
+	if ((s->flags & WT_SITE_DATA) && c->regs) {
+		struct wt_sys_regs r;
+
+		if (!wt_read_sys_regs(&r, c->regs)) {
+			c->sys[1] = r.di;
+			c->sys[2] = r.si;
+			c->sys[3] = r.dx;
+			c->sys[4] = r.r10;
+			c->sys[5] = r.r8;
+			c->sys[6] = r.r9;
+		}
+	}
 	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
 	for (i = 0; i < WT_AGG_ACTIONS; i++) {
 		if (i >= s->n)
@@ -304,7 +317,7 @@ static __always_inline void wt_agg_run(const struct wt_agg_ctx *c, __u32 site)
 	}
 }
 
-SEC("tp_btf/sys_enter")
+SEC("raw_tp/sys_enter")
 int BPF_PROG(wt_agg_sys_enter, struct pt_regs *regs, long id)
 {
 	struct wt_agg_ctx c = {};
@@ -314,17 +327,12 @@ int BPF_PROG(wt_agg_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	c.id = id;
 	c.sys[0] = id;
-	c.sys[1] = regs->di;
-	c.sys[2] = regs->si;
-	c.sys[3] = regs->dx;
-	c.sys[4] = regs->r10;
-	c.sys[5] = regs->r8;
-	c.sys[6] = regs->r9;
+	c.regs = regs;
 	wt_agg_run(&c, WT_AGG_SYS_ENTER);
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
+SEC("raw_tp/sys_exit")
 int BPF_PROG(wt_agg_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct wt_agg_ctx c = {};
@@ -332,7 +340,7 @@ int BPF_PROG(wt_agg_sys_exit, struct pt_regs *regs, long ret)
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
 		return 0;
-	c.id = regs->orig_ax;
+	c.id = BPF_CORE_READ(regs, orig_ax);
 	c.sys[0] = c.id;
 	c.sys[1] = ret;
 	wt_agg_run(&c, WT_AGG_SYS_EXIT);
@@ -355,7 +363,7 @@ int wt_agg_tracepoint(void *ctx)
 
 /* WT_TRACKING_PROGRAMS, and SCOPED_TIDS kept: a child of a thread in scope is in it
  * (it inherits the uid, comm and cgroup; wt_track_fork has made it a target). */
-SEC("tp_btf/sched_process_fork")
+SEC("raw_tp/sched_process_fork")
 int BPF_PROG(wt_agg_track_fork, struct task_struct *parent, struct task_struct *child)
 {
 	wt_track_fork(parent, child);
@@ -368,7 +376,7 @@ int BPF_PROG(wt_agg_track_fork, struct task_struct *parent, struct task_struct *
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int BPF_PROG(wt_agg_untrack_exit, struct task_struct *task)
 {
 	__u32 tid = BPF_CORE_READ(task, pid);

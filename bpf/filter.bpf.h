@@ -273,6 +273,19 @@ static __always_inline void wt_fill_header(struct wt_header *h, __u32 kind, __u3
 	bpf_get_current_comm(&h->comm, sizeof(h->comm));
 }
 
+/* The syscall arguments and number from the registers saved at entry (x86-64), read
+ * at once: raw tracepoints (no kernel BTF needed to attach them) cannot dereference
+ * their pointer arguments. */
+struct wt_sys_regs {
+	__u64 r10, r9, r8, ax, cx, dx, si, di, orig_ax;
+};
+
+static __always_inline int wt_read_sys_regs(struct wt_sys_regs *r, const struct pt_regs *regs)
+{
+	/* r10 .. orig_ax are contiguous in struct pt_regs. */
+	return bpf_probe_read_kernel(r, sizeof(*r), &regs->r10);
+}
+
 /* Layout of the syscalls:sys_{enter,exit}_* tracepoints, fixed by their tracefs format
  * files (not CO-RE: aya 0.14 rejects relocations into the flexible args[]). */
 struct wt_syscall_enter_ctx {
@@ -318,13 +331,13 @@ static __always_inline void wt_untrack_exit(struct task_struct *task)
 
 /* The programs that keep the target set, for a collector named `prefix`. */
 #define WT_TRACKING_PROGRAMS(prefix)                                                              \
-	SEC("tp_btf/sched_process_fork")                                                          \
+	SEC("raw_tp/sched_process_fork")                                                          \
 	int BPF_PROG(prefix##_track_fork, struct task_struct *parent, struct task_struct *child) \
 	{                                                                                         \
 		wt_track_fork(parent, child);                                                     \
 		return 0;                                                                         \
 	}                                                                                         \
-	SEC("tp_btf/sched_process_exit")                                                          \
+	SEC("raw_tp/sched_process_exit")                                                          \
 	int BPF_PROG(prefix##_untrack_exit, struct task_struct *task)                            \
 	{                                                                                         \
 		wt_untrack_exit(task);                                                            \

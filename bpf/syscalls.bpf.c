@@ -54,17 +54,20 @@ static __always_inline int wt_pass_syscall(__u32 row, long id)
 	return 0;
 }
 
-SEC("tp_btf/sys_enter")
+SEC("raw_tp/sys_enter")
 int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 row = wt_row(WT_SYS_ENTER, WT_ROW_SYS_ENTER, WT_NR_SYSCALLS, id);
 	struct wt_sys_enter *e;
+	struct wt_sys_regs r;
 
 	if (!wt_pass_task(row, tgid) || !wt_pass_syscall(row, id))
 		return 0;
+	if (wt_read_sys_regs(&r, regs))
+		__builtin_memset(&r, 0, sizeof(r));
 	if (cfg_filter_args) {
-		__u64 args[6] = { regs->di, regs->si, regs->dx, regs->r10, regs->r8, regs->r9 };
+		__u64 args[6] = { r.di, r.si, r.dx, r.r10, r.r8, r.r9 };
 
 		if (!wt_pass_args(row, (__u32)id, args))
 			return 0;
@@ -76,22 +79,22 @@ int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 	}
 	wt_fill_header(&e->h, WT_SYS_ENTER, sizeof(*e));
 	e->id = id;
-	e->args[0] = regs->di;
-	e->args[1] = regs->si;
-	e->args[2] = regs->dx;
-	e->args[3] = regs->r10;
-	e->args[4] = regs->r8;
-	e->args[5] = regs->r9;
+	e->args[0] = r.di;
+	e->args[1] = r.si;
+	e->args[2] = r.dx;
+	e->args[3] = r.r10;
+	e->args[4] = r.r8;
+	e->args[5] = r.r9;
 	bpf_ringbuf_submit(e, cfg_submit_flags);
 	wt_count(row, WT_SLOT_EMITTED);
 	return 0;
 }
 
-SEC("tp_btf/sys_exit")
+SEC("raw_tp/sys_exit")
 int BPF_PROG(wt_sys_exit, struct pt_regs *regs, long ret)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	long id = regs->orig_ax;
+	long id = BPF_CORE_READ(regs, orig_ax);
 	__u32 row = wt_row(WT_SYS_EXIT, WT_ROW_SYS_EXIT, WT_NR_SYSCALLS, id);
 	struct wt_sys_exit *e;
 

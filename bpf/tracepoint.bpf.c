@@ -220,7 +220,7 @@ static __always_inline void wt_task_ids(struct task_struct *t, char *comm, __s32
 	*prio = BPF_CORE_READ(t, prio);
 }
 
-SEC("tp_btf/sched_switch")
+SEC("raw_tp/sched_switch")
 int BPF_PROG(wt_btf_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	struct wt_tp_config *cfg;
@@ -253,7 +253,7 @@ static __always_inline int wt_btf_wakeup(void *ctx, struct task_struct *p)
 	return 0;
 }
 
-SEC("tp_btf/sched_wakeup")
+SEC("raw_tp/sched_wakeup")
 int BPF_PROG(wt_btf_sched_wakeup, struct task_struct *p)
 {
 	return wt_btf_wakeup(ctx, p);
@@ -282,19 +282,19 @@ static __always_inline int wt_btf_rq(void *ctx, __u32 id, struct request *rq, in
 	return 0;
 }
 
-SEC("tp_btf/block_rq_issue")
+SEC("raw_tp/block_rq_issue")
 int BPF_PROG(wt_btf_block_rq_issue, struct request *rq)
 {
 	return wt_btf_rq(ctx, WT_BTF_BLOCK_RQ_ISSUE, rq, 0, 0);
 }
 
-SEC("tp_btf/block_rq_complete")
+SEC("raw_tp/block_rq_complete")
 int BPF_PROG(wt_btf_block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
 	return wt_btf_rq(ctx, WT_BTF_BLOCK_RQ_COMPLETE, rq, error, nr_bytes);
 }
 
-SEC("tp_btf/kmem_cache_alloc")
+SEC("raw_tp/kmem_cache_alloc")
 int BPF_PROG(wt_btf_kmem_cache_alloc, unsigned long call_site, const void *ptr, struct kmem_cache *s, gfp_t gfp_flags,
 	     int node)
 {

@@ -294,6 +294,7 @@ struct wt_agg_action {
 }; /* 208 bytes */
 
 #define WT_SITE_TASKS 1 /* an action's correlation is WT_SRC_TASK */
+#define WT_SITE_DATA 2  /* an action reads the probe's data (fields, comparisons) */
 
 struct wt_agg_site {
 	__u32 n;     /* actions used */

@@ -12,7 +12,7 @@ use wasmtap_abi::{header, hist, Kind, Record};
 
 use crate::collect::agg::{
     KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, ACTIONS_PER_SITE, ACTION_BYTES, KEYS_MAX, SITES_MAX,
-    VALUES_MAX,
+    SITE_DATA, SITE_TASKS, VALUES_MAX,
 };
 use crate::collect::live::{preds_bytes, KernelFilter};
 use crate::collect::probes::{self, ProbeSpec};
@@ -138,6 +138,19 @@ pub struct Action {
 }
 
 impl Action {
+    /// The `WT_SITE_*` flags its site needs for it.
+    fn site_flags(&self) -> u32 {
+        let field = |s: &Src| matches!(s, Src::Field(_) | Src::Task(_));
+        let mut flags = 0;
+        if matches!(self.corr, Src::Task(_)) {
+            flags |= SITE_TASKS;
+        }
+        if !self.preds.is_empty() || self.keys.iter().any(field) || field(&self.value) || field(&self.corr) {
+            flags |= SITE_DATA;
+        }
+        flags
+    }
+
     pub fn encode(&self) -> [u8; ACTION_BYTES] {
         let mut b = [0u8; ACTION_BYTES];
         b[0..4].copy_from_slice(&self.agg.to_le_bytes());
@@ -406,15 +419,17 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &Source<'_>) ->
 
 /// The collector's sites: sys_enter is 0, sys_exit 1, tracepoints from 2.
 pub fn sites(specs: &[Spec]) -> Result<Vec<SiteConfig>, String> {
-    let mut by_site: BTreeMap<SiteAttach, Vec<[u8; ACTION_BYTES]>> = BTreeMap::new();
+    let mut by_site: BTreeMap<SiteAttach, (Vec<[u8; ACTION_BYTES]>, u32)> = BTreeMap::new();
     for spec in specs {
         for (site, action) in &spec.actions {
-            by_site.entry(site.clone()).or_default().push(action.encode());
+            let (actions, flags) = by_site.entry(site.clone()).or_default();
+            actions.push(action.encode());
+            *flags |= action.site_flags();
         }
     }
     let mut next = 2;
     let mut out = Vec::new();
-    for (attach, actions) in by_site {
+    for (attach, (actions, flags)) in by_site {
         if actions.len() > ACTIONS_PER_SITE {
             return Err(format!(
                 "more than {ACTIONS_PER_SITE} kernel aggregations on one probe ({})",
@@ -436,7 +451,7 @@ pub fn sites(specs: &[Spec]) -> Result<Vec<SiteConfig>, String> {
         if site as usize >= SITES_MAX {
             return Err(format!("kernel aggregations on more than {} tracepoints", SITES_MAX - 2));
         }
-        out.push(SiteConfig { site, attach, actions });
+        out.push(SiteConfig { site, attach, actions, flags });
     }
     Ok(out)
 }

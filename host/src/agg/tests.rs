@@ -242,10 +242,12 @@ fn a_task_correlation_is_flagged_on_the_action_and_its_site() {
     assert_eq!(&end.encode()[48..56], &[8, 4, 1 | 2, 0, 8, 0, 0, 0]);
     let plain = Action { corr: Src::Field(FieldLoc { off: 8, size: 4, signed: true }), ..end.clone() };
     let attach = SiteAttach::Tracepoint { id: 1, name: "sched:sched_switch".into() };
-    let site = |actions: Vec<[u8; ACTION_BYTES]>| SiteConfig { site: 2, attach: attach.clone(), actions }.to_bytes();
-    // WT_SITE_TASKS in the site's flags when any of its actions has such a correlation.
-    assert_eq!(&site(vec![plain.encode(), end.encode()])[0..8], &[2, 0, 0, 0, 1, 0, 0, 0]);
-    assert_eq!(&site(vec![plain.encode()])[0..8], &[1, 0, 0, 0, 0, 0, 0, 0]);
+    // WT_SITE_TASKS when an action has such a correlation; WT_SITE_DATA when one reads a field.
+    assert_eq!((end.site_flags(), plain.site_flags()), (SITE_TASKS | SITE_DATA, SITE_DATA));
+    let count = Action { role: Role::Update, func: Func::Count, corr: Src::None, value: Src::None, ..end.clone() };
+    assert_eq!(count.site_flags(), 0);
+    let site = SiteConfig { site: 2, attach, actions: vec![plain.encode(), end.encode()], flags: SITE_TASKS };
+    assert_eq!(&site.to_bytes()[0..8], &[2, 0, 0, 0, 1, 0, 0, 0]);
 }
 
 #[test]

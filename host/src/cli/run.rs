@@ -32,7 +32,7 @@ fn trace(
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
     // The kernel's BTF takes longest to start: parse it while the plugins load.
-    crate::collect::live::prefetch_btf();
+    crate::collect::live::prefetch_loader();
     let sandbox = Sandbox::new()?;
     let Some(mut plugins) =
         start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" }, true)?

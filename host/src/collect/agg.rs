@@ -39,16 +39,21 @@ pub struct SiteConfig {
     pub site: u32,
     pub attach: SiteAttach,
     pub actions: Vec<[u8; ACTION_BYTES]>,
+    /// `WT_SITE_*`: what the site's actions need beyond the event itself.
+    pub flags: u32,
 }
+
+/// `WT_SITE_TASKS`: an action's correlation names a thread, to which the scope applies.
+pub const SITE_TASKS: u32 = 1;
+/// `WT_SITE_DATA`: an action reads the probe's data (a field, a comparison).
+pub const SITE_DATA: u32 = 2;
 
 impl SiteConfig {
     /// `struct wt_agg_site`.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut v = vec![0u8; SITE_BYTES];
         v[0..4].copy_from_slice(&(self.actions.len().min(ACTIONS_PER_SITE) as u32).to_le_bytes());
-        // WT_SITE_TASKS: an action's correlation (the src at 48) has the WT_SRC_TASK flag.
-        let tasks = self.actions.iter().any(|a| a[50] & 2 != 0);
-        v[4..8].copy_from_slice(&u32::from(tasks).to_le_bytes());
+        v[4..8].copy_from_slice(&self.flags.to_le_bytes());
         for (i, a) in self.actions.iter().take(ACTIONS_PER_SITE).enumerate() {
             v[8 + i * ACTION_BYTES..8 + (i + 1) * ACTION_BYTES].copy_from_slice(a);
         }

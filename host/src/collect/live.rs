@@ -18,8 +18,8 @@ use std::os::fd::AsFd;
 
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
-use aya::programs::{BtfTracePoint, PerfEvent, TracePoint, UProbe};
-use aya::{Btf, Ebpf, EbpfLoader};
+use aya::programs::{PerfEvent, RawTracePoint, TracePoint, UProbe};
+use aya::{Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
 use super::agg::{KernelValues, SiteAttach, SiteConfig, VALUES_MAX};
@@ -98,25 +98,22 @@ pub struct LiveConfig {
     pub agg_filter: KernelFilter,
 }
 
-type BtfJob = JoinHandle<Result<Btf, aya::BtfError>>;
+/// A loader made early by [`prefetch_loader`], for [`Live::start`] to take.
+static LOADER_JOB: std::sync::Mutex<Option<JoinHandle<EbpfLoader<'static>>>> = std::sync::Mutex::new(None);
 
-/// A BTF parse started early by [`prefetch_btf`], for [`Live::start`] to take.
-static BTF_JOB: std::sync::Mutex<Option<BtfJob>> = std::sync::Mutex::new(None);
-
-fn spawn_btf_job() -> Result<BtfJob, CollectError> {
-    std::thread::Builder::new().name("wasmtap-btf".into()).spawn(Btf::from_sys_fs).map_err(CollectError::Thread)
-}
-
-fn take_btf_job() -> Option<BtfJob> {
-    BTF_JOB.lock().unwrap_or_else(|e| e.into_inner()).take()
-}
-
-/// Start parsing the kernel's BTF on a thread now, for a [`Live::start`] to come: the
-/// parse is the longest step of a start and needs nothing from the plugins.
-pub fn prefetch_btf() {
-    if let Ok(job) = spawn_btf_job() {
-        *BTF_JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+/// Make the run's loader on a thread now, for a [`Live::start`] to come: making it parses
+/// the kernel's BTF, the longest step of a start, which needs nothing from the plugins.
+pub fn prefetch_loader() {
+    let job = std::thread::Builder::new().name("wasmtap-btf".into()).spawn(EbpfLoader::new);
+    if let Ok(job) = job {
+        *LOADER_JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
     }
+}
+
+/// The prefetched loader, or a new one.
+fn take_loader() -> EbpfLoader<'static> {
+    let job = LOADER_JOB.lock().unwrap_or_else(|e| e.into_inner()).take();
+    job.and_then(|j| j.join().ok()).unwrap_or_else(EbpfLoader::new)
 }
 
 /// Running collectors and their drain thread.
@@ -142,29 +139,22 @@ impl Live {
         }
         crate::collect::tracefs::ensure_mounted();
         let collectors: BTreeSet<Collector> = config.kinds.iter().map(|k| collector_of(*k)).collect();
-        // The kernel's BTF (for tp_btf attachment) parses while the collectors load: each
-        // loader parses its own copy, and the two take most of the start-up time.
-        let btf_job = take_btf_job().map_or_else(spawn_btf_job, Ok)?;
         let mut objects = Vec::new();
         let mut user_links = Vec::new();
+        let (agg_globals, globals) = (Globals::new(&config.agg_filter, config), Globals::new(&config.filter, config));
+        let mut loader = take_loader();
         if !config.aggs.is_empty() {
             let c = Collector::Agg;
-            let mut obj = load(c, &config.agg_filter, config)?;
+            let mut obj = load(&mut loader, c, &agg_globals)?;
             configure(c, &mut obj, &config.agg_filter, config)?;
             objects.push((c, obj));
         }
         for c in collectors {
-            let mut obj = load(c, &config.filter, config)?;
+            let mut obj = load(&mut loader, c, &globals)?;
             configure(c, &mut obj, &config.filter, config)?;
             objects.push((c, obj));
         }
-        let btf = btf_job
-            .join()
-            .map_err(|_| CollectError::Load { collector: Collector::Syscalls, reason: "BTF parsing panicked".into() })?
-            .map_err(|e| CollectError::Load {
-                collector: Collector::Syscalls,
-                reason: format!("no kernel BTF: {e}"),
-            })?;
+        drop(loader);
         let mut rings = Vec::new();
         let mut values = None;
         // In order: the aggregation collector first, so its programs run first (a
@@ -172,7 +162,7 @@ impl Live {
         for (c, obj) in &mut objects {
             let c = *c;
             if c == Collector::Agg {
-                attach_aggs(obj, config, &btf, &mut user_links)?;
+                attach_aggs(obj, config, &mut user_links)?;
                 let map = obj.take_map("AGG_VALUES").ok_or(CollectError::Map {
                     collector: c,
                     map: "AGG_VALUES",
@@ -185,7 +175,7 @@ impl Live {
                 })?);
                 continue;
             }
-            attach(c, obj, config, &btf, &mut user_links)?;
+            attach(c, obj, config, &mut user_links)?;
             let ring = obj.take_map("EVENTS").ok_or(CollectError::Map {
                 collector: c,
                 map: "EVENTS",
@@ -293,20 +283,46 @@ impl Drop for Live {
     }
 }
 
-fn load(c: Collector, f: &KernelFilter, config: &LiveConfig) -> Result<Ebpf, CollectError> {
-    let flag = |b: bool| u32::from(b);
-    let self_tgid = std::process::id();
-    let targets = flag(f.targets.is_some());
-    let follow = flag(f.follow_children);
-    let uids = flag(f.uids.is_some());
-    let comms = flag(f.comms.is_some());
-    let syscalls = flag(f.syscalls.is_some());
-    let args = flag(!config.table.syscall_preds.is_empty());
-    let cgroups = flag(f.cgroups.is_some());
-    let levels = f.cgroups.iter().flatten().map(|(_, level)| *level).max().unwrap_or(0);
-    let emit_fork = flag(config.kinds.contains(&Kind::Fork));
-    let emit_exit = flag(config.kinds.contains(&Kind::Exit));
-    let mut loader = EbpfLoader::new();
+/// The values of a collector's `cfg_*` globals; the loader borrows them until it is
+/// dropped, so they are built before it.
+struct Globals {
+    self_tgid: u32,
+    targets: u32,
+    follow: u32,
+    uids: u32,
+    comms: u32,
+    cgroups: u32,
+    levels: u32,
+    syscalls: u32,
+    args: u32,
+    emit_fork: u32,
+    emit_exit: u32,
+}
+
+impl Globals {
+    fn new(f: &KernelFilter, config: &LiveConfig) -> Self {
+        let flag = |b: bool| u32::from(b);
+        Globals {
+            self_tgid: std::process::id(),
+            targets: flag(f.targets.is_some()),
+            follow: flag(f.follow_children),
+            uids: flag(f.uids.is_some()),
+            comms: flag(f.comms.is_some()),
+            cgroups: flag(f.cgroups.is_some()),
+            levels: f.cgroups.iter().flatten().map(|(_, level)| *level).max().unwrap_or(0),
+            syscalls: flag(f.syscalls.is_some()),
+            args: flag(!config.table.syscall_preds.is_empty()),
+            emit_fork: flag(config.kinds.contains(&Kind::Fork)),
+            emit_exit: flag(config.kinds.contains(&Kind::Exit)),
+        }
+    }
+}
+
+/// Load collector `c` with the run's one loader. Every collector is loaded by it: a loader
+/// parses the kernel's BTF when made, the longest step of a start and the largest
+/// allocation of a run (about 16 MiB), so there is one. The globals of a collector stay
+/// set for the next ones: those every collector has must exist, the others may not.
+fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals) -> Result<Ebpf, CollectError> {
     let ring = match c {
         Collector::Syscalls => RING_BYTES,
         Collector::Proc => PROC_RING_BYTES,
@@ -317,38 +333,26 @@ fn load(c: Collector, f: &KernelFilter, config: &LiveConfig) -> Result<Ebpf, Col
     };
     loader
         .map_max_entries("EVENTS", ring)
-        .override_global("cfg_filter_cgroups", &cgroups, true)
-        .override_global("cfg_cgroup_levels", &levels, true)
-        .override_global("cfg_self_tgid", &self_tgid, true)
-        .override_global("cfg_filter_targets", &targets, true)
-        .override_global("cfg_follow_children", &follow, true)
-        .override_global("cfg_filter_uids", &uids, true)
-        .override_global("cfg_filter_comms", &comms, true);
+        .map_max_entries("AGG_VALUES", VALUES_MAX)
+        .override_global("cfg_filter_cgroups", &g.cgroups, true)
+        .override_global("cfg_cgroup_levels", &g.levels, true)
+        .override_global("cfg_self_tgid", &g.self_tgid, true)
+        .override_global("cfg_filter_targets", &g.targets, true)
+        .override_global("cfg_follow_children", &g.follow, true)
+        .override_global("cfg_filter_uids", &g.uids, true)
+        .override_global("cfg_filter_comms", &g.comms, true)
+        .override_global("cfg_filter_syscalls", &g.syscalls, false)
+        .override_global("cfg_filter_args", &g.args, false)
+        .override_global("cfg_emit_fork", &g.emit_fork, false)
+        .override_global("cfg_emit_exit", &g.emit_exit, false);
     let bytes = match c {
-        Collector::Syscalls => {
-            loader.override_global("cfg_filter_syscalls", &syscalls, true).override_global(
-                "cfg_filter_args",
-                &args,
-                true,
-            );
-            SYSCALLS_OBJ
-        }
-        Collector::Proc => {
-            loader.override_global("cfg_emit_fork", &emit_fork, true).override_global(
-                "cfg_emit_exit",
-                &emit_exit,
-                true,
-            );
-            PROC_OBJ
-        }
+        Collector::Syscalls => SYSCALLS_OBJ,
+        Collector::Proc => PROC_OBJ,
         Collector::File => FILE_OBJ,
         Collector::Tracepoint => TRACEPOINT_OBJ,
         Collector::User => USER_OBJ,
         Collector::Perf => PERF_OBJ,
-        Collector::Agg => {
-            loader.map_max_entries("AGG_VALUES", VALUES_MAX);
-            AGG_OBJ
-        }
+        Collector::Agg => AGG_OBJ,
     };
     loader.load(bytes).map_err(|e| CollectError::Load { collector: c, reason: format!("{e:#}") })
 }
@@ -500,7 +504,6 @@ fn attach(
     c: Collector,
     obj: &mut Ebpf,
     config: &LiveConfig,
-    btf: &Btf,
     user_links: &mut Vec<crate::sys::PerfLink>,
 ) -> Result<(), CollectError> {
     let kinds = &config.kinds;
@@ -513,10 +516,10 @@ fn attach(
     };
     if let Some(prefix) = prefix {
         if tracking && config.filter.follow_children {
-            attach_btf(obj, &format!("{prefix}_track_fork"), "sched_process_fork", btf)?;
+            attach_raw(obj, &format!("{prefix}_track_fork"), "sched_process_fork")?;
         }
         if tracking {
-            attach_btf(obj, &format!("{prefix}_untrack_exit"), "sched_process_exit", btf)?;
+            attach_raw(obj, &format!("{prefix}_untrack_exit"), "sched_process_exit")?;
         }
     }
     match c {
@@ -528,7 +531,7 @@ fn attach(
             for tp in &config.table.tracepoints {
                 let (cat, name) = (&tp.format.category, &tp.format.name);
                 if cat == "btf" {
-                    attach_btf(obj, &format!("wt_btf_{name}"), name, btf)?;
+                    attach_raw(obj, &format!("wt_btf_{name}"), name)?;
                     continue;
                 }
                 let link = crate::sys::attach_tracepoint(tp.format.id, fd.as_fd(), u64::from(tp.format.id))
@@ -585,16 +588,16 @@ fn attach(
     match c {
         Collector::Syscalls => {
             if kinds.contains(&Kind::SysEnter) {
-                attach_btf(obj, "wt_sys_enter", "sys_enter", btf)?;
+                attach_raw(obj, "wt_sys_enter", "sys_enter")?;
             }
             if kinds.contains(&Kind::SysExit) {
-                attach_btf(obj, "wt_sys_exit", "sys_exit", btf)?;
+                attach_raw(obj, "wt_sys_exit", "sys_exit")?;
             }
             if tracking && config.filter.follow_children {
-                attach_btf(obj, "wt_syscalls_track_fork", "sched_process_fork", btf)?;
+                attach_raw(obj, "wt_syscalls_track_fork", "sched_process_fork")?;
             }
             if tracking {
-                attach_btf(obj, "wt_syscalls_untrack_exit", "sched_process_exit", btf)?;
+                attach_raw(obj, "wt_syscalls_untrack_exit", "sched_process_exit")?;
             }
         }
         Collector::Proc => {
@@ -605,10 +608,10 @@ fn attach(
                 attach_tp(obj, "wt_execveat_exit", "syscalls", "sys_exit_execveat")?;
             }
             if kinds.contains(&Kind::Fork) || (tracking && config.filter.follow_children) {
-                attach_btf(obj, "wt_fork", "sched_process_fork", btf)?;
+                attach_raw(obj, "wt_fork", "sched_process_fork")?;
             }
             if kinds.contains(&Kind::Exit) || tracking {
-                attach_btf(obj, "wt_exit", "sched_process_exit", btf)?;
+                attach_raw(obj, "wt_exit", "sched_process_exit")?;
             }
         }
         Collector::File => {
@@ -617,10 +620,10 @@ fn attach(
                 attach_tp(obj, &format!("wt_open_exit_{sys}"), "syscalls", &format!("sys_exit_{sys}"))?;
             }
             if tracking && config.filter.follow_children {
-                attach_btf(obj, "wt_file_track_fork", "sched_process_fork", btf)?;
+                attach_raw(obj, "wt_file_track_fork", "sched_process_fork")?;
             }
             if tracking {
-                attach_btf(obj, "wt_file_untrack_exit", "sched_process_exit", btf)?;
+                attach_raw(obj, "wt_file_untrack_exit", "sched_process_exit")?;
             }
         }
         _ => {}
@@ -629,24 +632,19 @@ fn attach(
 }
 
 /// Attach the aggregation collector's programs to the sites that have actions.
-fn attach_aggs(
-    obj: &mut Ebpf,
-    config: &LiveConfig,
-    btf: &Btf,
-    links: &mut Vec<crate::sys::PerfLink>,
-) -> Result<(), CollectError> {
+fn attach_aggs(obj: &mut Ebpf, config: &LiveConfig, links: &mut Vec<crate::sys::PerfLink>) -> Result<(), CollectError> {
     let f = &config.agg_filter;
     if f.targets.is_some() && f.follow_children {
-        attach_btf(obj, "wt_agg_track_fork", "sched_process_fork", btf)?;
+        attach_raw(obj, "wt_agg_track_fork", "sched_process_fork")?;
     }
     if f.targets.is_some() {
-        attach_btf(obj, "wt_agg_untrack_exit", "sched_process_exit", btf)?;
+        attach_raw(obj, "wt_agg_untrack_exit", "sched_process_exit")?;
     }
     let mut fd = None;
     for site in &config.aggs {
         match &site.attach {
-            SiteAttach::SysEnter => attach_btf(obj, "wt_agg_sys_enter", "sys_enter", btf)?,
-            SiteAttach::SysExit => attach_btf(obj, "wt_agg_sys_exit", "sys_exit", btf)?,
+            SiteAttach::SysEnter => attach_raw(obj, "wt_agg_sys_enter", "sys_enter")?,
+            SiteAttach::SysExit => attach_raw(obj, "wt_agg_sys_exit", "sys_exit")?,
             SiteAttach::Tracepoint { id, name } => {
                 let what = "the aggregation collector (wt_agg_tracepoint)";
                 if fd.is_none() {
@@ -691,7 +689,6 @@ fn detach(prog: &mut aya::programs::Program) {
     use aya::programs::Program;
     let _ = match prog {
         Program::TracePoint(p) => p.unload(),
-        Program::BtfTracePoint(p) => p.unload(),
         Program::RawTracePoint(p) => p.unload(),
         Program::PerfEvent(p) => p.unload(),
         Program::UProbe(p) => p.unload(),
@@ -699,11 +696,12 @@ fn detach(prog: &mut aya::programs::Program) {
     };
 }
 
-fn attach_btf(obj: &mut Ebpf, prog: &str, event: &str, btf: &Btf) -> Result<(), CollectError> {
-    let what = format!("tp_btf/{event} ({prog})");
-    let p: &mut BtfTracePoint = program(obj, prog, &what)?;
-    p.load(event, btf).map_err(|e| attach_error(&what, verifier_error(&e)))?;
-    p.attach().map_err(|e| attach_error(&what, e))?;
+/// A raw tracepoint: no kernel BTF to parse for it, unlike a BTF-typed one.
+fn attach_raw(obj: &mut Ebpf, prog: &str, event: &str) -> Result<(), CollectError> {
+    let what = format!("raw_tp/{event} ({prog})");
+    let p: &mut RawTracePoint = program(obj, prog, &what)?;
+    p.load().map_err(|e| attach_error(&what, verifier_error(&e)))?;
+    p.attach(event).map_err(|e| attach_error(&what, e))?;
     Ok(())
 }
 
