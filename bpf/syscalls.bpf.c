@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * syscalls: every syscall's entry (number and six arguments) and exit (return value),
- * via the typed raw tracepoints sys_enter/sys_exit, the cheapest hook on this kernel.
+ * via the raw tracepoints sys_enter/sys_exit, the cheapest hook on this kernel.
  * Filters: those of filter.bpf.h, a syscall-number set, and per syscall comparisons on
  * its arguments (entry) or return value (exit). Every event is counted in the row of
  * its syscall id (WT_ROW_SYS_ENTER/EXIT + id), ids out of range in the kind's row.

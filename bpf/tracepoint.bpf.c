@@ -121,8 +121,8 @@ int wt_tracepoint(void *ctx)
 WT_TRACKING_PROGRAMS(wt_tracepoint)
 
 /*
- * BTF-typed events (`btf:NAME`): the typed arguments of a few tracepoints whose tracefs
- * records lack what analyses need (the tgid of both tasks of a context switch, the
+ * BTF-typed events (`btf:NAME`): the arguments of a few raw tracepoints, read with
+ * CO-RE (the kernel's BTF, at load), where the tracefs records lack what analyses need (the tgid of both tasks of a context switch, the
  * request pointer that identifies a block I/O from issue to completion, the name of a
  * slab cache). Each writes a tracepoint record with a fixed layout and an event id of
  * its own (WT_BTF_*), which the host describes like a tracefs format.

@@ -113,7 +113,7 @@ pub fn prefetch_loader() {
 /// The prefetched loader, or a new one.
 fn take_loader() -> EbpfLoader<'static> {
     let job = LOADER_JOB.lock().unwrap_or_else(|e| e.into_inner()).take();
-    job.and_then(|j| j.join().ok()).unwrap_or_else(EbpfLoader::new)
+    job.and_then(|j| j.join().ok()).unwrap_or_default()
 }
 
 /// Running collectors and their drain thread.
