@@ -169,6 +169,9 @@ mod tests {
         fn emit(&mut self, rows: &[Row]) {
             self.emits.push(rows.to_vec());
         }
+        fn emit_packed(&mut self, rows: &[u8]) {
+            self.emits.push(crate::output::unpack(rows));
+        }
         fn print(&mut self, text: &str) {
             self.prints.push(text.to_string());
         }

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use crate::sandbox::types::{AggEntry, Aggregation, ColumnKind, Level, Row, TableSpec, Value};
+use crate::sandbox::types::{AggEntry, Aggregation, ColumnKind, Frame, Level, Row, TableSpec, Value};
 use crate::sandbox::Clock;
 use json::{quote, Object};
 
@@ -94,7 +94,8 @@ impl Output {
     }
 
     fn line(&mut self, s: &str) {
-        self.write(&format!("{s}\n"));
+        self.write(s);
+        self.write("\n");
     }
 
     /// Flush buffered results.
@@ -142,13 +143,21 @@ impl Output {
 
     /// Rows of a table.
     pub fn rows(&mut self, plugin: &str, table: &TableSpec, rows: &[Row], clock: &Clock) {
+        let mut cells = Vec::new();
         for row in rows {
-            match self.format {
-                Format::Text => self.line(&text::row(table, row, clock)),
-                Format::Json => self.line(&row_json(plugin, table, row, clock)),
-                _ => {
-                    let _ = writeln!(self.err, "{}", text::row(table, row, clock));
-                }
+            cells.clear();
+            cells.extend(row.values.iter().map(Cell::from));
+            self.row(plugin, table, &cells, clock);
+        }
+    }
+
+    /// One row of a table, as cells.
+    pub fn row(&mut self, plugin: &str, table: &TableSpec, cells: &[Cell<'_>], clock: &Clock) {
+        match self.format {
+            Format::Text => self.line(&text::row(table, cells, clock)),
+            Format::Json => self.line(&row_json(plugin, table, cells, clock)),
+            _ => {
+                let _ = writeln!(self.err, "{}", text::row(table, cells, clock));
             }
         }
     }
@@ -244,15 +253,46 @@ impl Output {
     }
 }
 
+/// One cell of a row: a row lifted from the plugin (`host.emit`), or read in place from
+/// packed rows (`host.emit-packed`) without an allocation per cell.
+#[derive(Clone, Copy, Debug)]
+pub enum Cell<'a> {
+    Int(i64),
+    Text(&'a str),
+    Stack(&'a [Frame]),
+}
+
+impl PartialEq for Cell<'_> {
+    /// Stacks are equal when they are the same frames (frames have no equality).
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Cell::Int(a), Cell::Int(b)) => a == b,
+            (Cell::Text(a), Cell::Text(b)) => a == b,
+            (Cell::Stack(a), Cell::Stack(b)) => std::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+}
+
+impl<'a> From<&'a Value> for Cell<'a> {
+    fn from(v: &'a Value) -> Self {
+        match v {
+            Value::Int(i) => Cell::Int(*i),
+            Value::Text(s) => Cell::Text(s),
+            Value::Stack(frames) => Cell::Stack(frames),
+        }
+    }
+}
+
 /// `{"type":"row","plugin":…,"table":…,"data":{…}}`, columns in their order.
-fn row_json(plugin: &str, table: &TableSpec, row: &Row, clock: &Clock) -> String {
+fn row_json(plugin: &str, table: &TableSpec, cells: &[Cell<'_>], clock: &Clock) -> String {
     let mut data = Object::new();
-    for (col, v) in table.columns.iter().zip(&row.values) {
-        data = match (v, col.kind) {
-            (Value::Int(i), ColumnKind::Timestamp) => data.int(&col.name, clock.wall_of(*i as u64)),
-            (Value::Int(i), _) => data.int(&col.name, *i),
-            (Value::Text(s), _) => data.str(&col.name, s),
-            (Value::Stack(frames), _) => data.raw(&col.name, &quote(&folded::stack(frames))),
+    for (col, v) in table.columns.iter().zip(cells) {
+        data = match (*v, col.kind) {
+            (Cell::Int(i), ColumnKind::Timestamp) => data.int(&col.name, clock.wall_of(i as u64)),
+            (Cell::Int(i), _) => data.int(&col.name, i),
+            (Cell::Text(s), _) => data.str(&col.name, s),
+            (Cell::Stack(frames), _) => data.raw(&col.name, &quote(&folded::stack(frames))),
         };
     }
     let o = Object::new().str("type", "row").str("plugin", plugin).str("table", &table.name);

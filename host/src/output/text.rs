@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use super::entries::percentile_label;
+use super::Cell;
 use crate::sandbox::types::{
-    AggEntry, AggKind, AggValue, Aggregation, Bucket, ColumnKind, Frame, Histogram, Quantiles, Row, TableSpec, Value,
+    AggEntry, AggKind, AggValue, Aggregation, Bucket, ColumnKind, Frame, Histogram, Quantiles, TableSpec, Value,
 };
 use crate::sandbox::Clock;
 
@@ -22,26 +23,24 @@ pub(super) fn header(table: &TableSpec) -> String {
 /// Padding for right-aligned integers, without an allocation for the usual widths.
 const SPACES: &str = "                                                                ";
 
-pub(super) fn row(table: &TableSpec, row: &Row, clock: &Clock) -> String {
+pub(super) fn row(table: &TableSpec, cells: &[Cell<'_>], clock: &Clock) -> String {
     // One buffer per row, cells written in place: rows stream at millions a second.
-    use std::fmt::Write;
     let mut out = String::with_capacity(96);
-    let n = table.columns.len().min(row.values.len());
-    for (i, (c, v)) in table.columns.iter().zip(&row.values).enumerate() {
+    let n = table.columns.len().min(cells.len());
+    for (i, (c, v)) in table.columns.iter().zip(cells).enumerate() {
         if i > 0 {
             out.push(' ');
         }
         let start = out.len();
-        match (v, c.kind) {
-            (Value::Int(ns), ColumnKind::Timestamp) => push_clock_time(&mut out, clock.wall_of(*ns as u64)),
-            (Value::Int(x), _) => {
-                let _ = write!(out, "{x}");
-            }
-            (Value::Text(s), _) => push_sanitized(&mut out, s),
-            (Value::Stack(frames), _) => out.push_str(&super::folded::stack(frames)),
+        match (*v, c.kind) {
+            (Cell::Int(ns), ColumnKind::Timestamp) => push_clock_time(&mut out, clock.wall_of(ns as u64)),
+            (Cell::Int(x), _) => push_int(&mut out, x),
+            (Cell::Text(s), _) => push_sanitized(&mut out, s),
+            (Cell::Stack(frames), _) => out.push_str(&super::folded::stack(frames)),
         }
         let width = c.width as usize;
-        let len = out[start..].chars().count();
+        let cell = &out[start..];
+        let len = if cell.is_ascii() { cell.len() } else { cell.chars().count() };
         if len < width {
             match c.kind {
                 ColumnKind::Integer => match SPACES.get(..width - len) {
@@ -91,11 +90,38 @@ fn push_sanitized(out: &mut String, s: &str) {
 
 /// `HH:MM:SS.mmm` (UTC) of a wall-clock time in nanoseconds, appended to `out`.
 fn push_clock_time(out: &mut String, wall_ns: u64) {
-    use std::fmt::Write;
     let secs = wall_ns / 1_000_000_000;
     let ms = (wall_ns / 1_000_000) % 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-    let _ = write!(out, "{h:02}:{m:02}:{s:02}.{ms:03}");
+    // HH:MM:SS.mmm by hand: `write!` with padding was a tenth of streaming's host time.
+    let digit = |d: u64| char::from(b'0' + d as u8);
+    for (v, sep) in [(h, ':'), (m, ':'), (s, '.')] {
+        out.push(digit(v / 10));
+        out.push(digit(v % 10));
+        out.push(sep);
+    }
+    out.push(digit(ms / 100));
+    out.push(digit(ms / 10 % 10));
+    out.push(digit(ms % 10));
+}
+
+/// An integer in decimal, without the formatting machinery.
+fn push_int(out: &mut String, x: i64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut v = x.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if x < 0 {
+        out.push('-');
+    }
+    out.extend(buf[i..].iter().map(|b| char::from(*b)));
 }
 
 /// A key as bpftrace prints it between `[` and `]`: parts joined by `, `, a stack as a
@@ -332,6 +358,19 @@ mod tests {
     use super::*;
     use crate::output::entries::sorted;
     use crate::output::testing::{agg, frame, hist, quantiles as q, scalar, stack as stack_value, text};
+
+    #[test]
+    fn integers_and_clock_times_print_as_format_would() {
+        for x in [0, 7, -7, 10, 1_234_567, i64::MAX, i64::MIN] {
+            let mut s = String::new();
+            push_int(&mut s, x);
+            assert_eq!(s, x.to_string());
+        }
+        // 1970-01-01 + 1d 13:05:09.042
+        let mut s = String::new();
+        push_clock_time(&mut s, ((86_400 + 13 * 3600 + 5 * 60 + 9) * 1000 + 42) * 1_000_000 + 999_999);
+        assert_eq!(s, "13:05:09.042");
+    }
 
     fn render(a: &Aggregation) -> String {
         aggregation(a, &sorted(a))

@@ -737,6 +737,18 @@ impl Runner {
                         }
                     }
                 }
+                GuestItem::Packed(bytes) => {
+                    let mut rows = crate::sandbox::packed::Rows::new(&bytes);
+                    let mut cells = Vec::new();
+                    // Checked whole when it was emitted.
+                    while let Ok(Some(table)) = rows.next_into(&mut cells) {
+                        match self.plan.tables.get(table as usize) {
+                            Some(t) if t.columns.len() == cells.len() => out.row(&self.info.name, t, &cells, clock),
+                            _ => out
+                                .diag(&format!("{}: dropped a row that does not fit table {}", self.info.name, table)),
+                        }
+                    }
+                }
                 GuestItem::Text(s) => out.text(&self.info.name, &s),
                 GuestItem::Log(l) => out.log(&self.info.name, l.level, &l.message),
             }

@@ -67,6 +67,8 @@ pub struct GuestOutput {
 #[derive(Debug)]
 pub enum GuestItem {
     Rows(Vec<types::Row>),
+    /// Rows as `host.emit-packed` sent them, checked.
+    Packed(Vec<u8>),
     Text(String),
     Log(LogLine),
 }
@@ -159,6 +161,14 @@ impl host::Host for StoreState {
         let bytes = rows.iter().map(row_bytes).sum();
         if self.host.out.charge(bytes, rows.len())? {
             self.host.out.items.push(GuestItem::Rows(rows));
+        }
+        Ok(())
+    }
+
+    fn emit_packed(&mut self, rows: Vec<u8>) -> wasmtime::Result<()> {
+        let n = super::packed::count(&rows).map_err(|e| wasmtime::Error::msg(format!("host.emit-packed: {e}")))?;
+        if self.host.out.charge(rows.len(), n)? {
+            self.host.out.items.push(GuestItem::Packed(rows));
         }
         Ok(())
     }

@@ -9,6 +9,7 @@
 
 pub mod cache;
 mod host_api;
+pub mod packed;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
