@@ -21,7 +21,9 @@
 //! A replay computes the same snapshots from the recorded events, so a plugin's output
 //! does not depend on where it ran.
 
-use crate::{AggSource, Correlation, Filter, KernelAggregation, KernelFunction, LinearBuckets, Plan, StartEvent};
+use crate::{
+    AggSource, Correlation, Filter, KernelAggregation, KernelFunction, LinearBuckets, MoreStart, Plan, StartEvent,
+};
 
 impl KernelAggregation {
     fn with(name: &str, probe: &str, function: KernelFunction, value: AggSource) -> Self {
@@ -84,7 +86,23 @@ impl KernelAggregation {
     /// run's scope then applies). The value becomes the latency in nanoseconds.
     pub fn latency_from(mut self, start_probe: &str, key: Correlation, end_key: Correlation) -> Self {
         self.value = AggSource::Latency;
-        self.start = Some(StartEvent { probe: start_probe.to_string(), filter: Filter::default(), key, end_key });
+        self.start = Some(StartEvent {
+            probe: start_probe.to_string(),
+            filter: Filter::default(),
+            key,
+            end_key,
+            more: Vec::new(),
+        });
+        self
+    }
+
+    /// Another event that starts the same intervals (after [`latency_from`](Self::latency_from)),
+    /// with its key and filter; the end is matched by the same end key. One end then
+    /// looks up one start, where an aggregation per kind of start would look up each.
+    pub fn also_from(mut self, start_probe: &str, key: Correlation, filter: Filter) -> Self {
+        if let Some(s) = self.start.as_mut() {
+            s.more.push(MoreStart { probe: start_probe.to_string(), filter, key });
+        }
         self
     }
 

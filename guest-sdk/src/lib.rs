@@ -252,7 +252,7 @@ pub use bindings::wasmtap::plugin::types::{
     Quantiles, Row, StackMode, StackRequest, Subscription, TableSpec, Value,
 };
 pub use bindings::wasmtap::plugin::types::{
-    AggSource, Correlation, KernelAggregation, KernelFunction, LinearBuckets, StartEvent,
+    AggSource, Correlation, KernelAggregation, KernelFunction, LinearBuckets, MoreStart, StartEvent,
 };
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHashSet, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};

@@ -412,6 +412,26 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &Source<'_>) ->
         update.corr = correlation(&start.end_key, &end)?;
         actions.push((sp.site.clone(), begin));
         probes.push(start.probe.clone());
+        for more in &start.more {
+            let mp = probe(&more.probe, source)?;
+            if TaskFilter::of(&more.filter) != TaskFilter::default()
+                && TaskFilter::of(&more.filter) != TaskFilter::of(&wire.filter)
+            {
+                return Err("a start event's uid, comm, pid and cgroup filters must be those of the aggregation".into());
+            }
+            let begin = Action {
+                agg: id,
+                role: Role::Start,
+                func,
+                keys: Vec::new(),
+                value: Src::None,
+                corr: correlation(&more.key, &mp)?,
+                preds: preds(&more.filter, &mp)?,
+                syscalls: syscall_set(&more.filter, &mp)?,
+            };
+            actions.push((mp.site.clone(), begin));
+            probes.push(more.probe.clone());
+        }
     }
     actions.push((end.site.clone(), update));
     Ok(Spec { id, name: wire.name.clone(), keys, func, actions, probes })

@@ -118,6 +118,7 @@ fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
         filter: filter(),
         key: Correlation::Tid,
         end_key: Correlation::Tid,
+        more: Vec::new(),
     });
     let spec = compile(&wire, 0, &source).unwrap();
     assert_eq!(spec.actions.len(), 2);

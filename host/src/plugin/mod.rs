@@ -925,7 +925,7 @@ impl PluginSet {
                     .plan
                     .aggregations
                     .iter()
-                    .flat_map(|a| std::iter::once(a.probe.clone()).chain(a.start.iter().map(|s| s.probe.clone())))
+                    .flat_map(|a| std::iter::once(a.probe.clone()).chain(start_probes(a)))
                     .collect();
                 for probe in probes {
                     let wire = types::Subscription {
@@ -1240,7 +1240,7 @@ impl PluginSet {
         for r in &self.runners {
             for a in &r.plan.aggregations {
                 set.insert(a.probe.clone());
-                set.extend(a.start.iter().map(|s| s.probe.clone()));
+                set.extend(start_probes(a));
             }
         }
         set.into_iter().collect()
@@ -1474,6 +1474,11 @@ fn wire_field(f: &tracefs::Field) -> types::Field {
         count: f.count,
         signed: f.signed,
     }
+}
+
+/// The probes that start an aggregation's intervals.
+fn start_probes(a: &types::KernelAggregation) -> impl Iterator<Item = String> + '_ {
+    a.start.iter().flat_map(|s| std::iter::once(s.probe.clone()).chain(s.more.iter().map(|m| m.probe.clone())))
 }
 
 #[cfg(test)]
