@@ -144,6 +144,45 @@ fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
 }
 
 #[test]
+fn more_starts_open_the_same_intervals_each_under_its_own_filter() {
+    let table = ProbeTable::default();
+    let source = Source::Recorded(&table);
+    let mut wire = agg("tracepoint:raw_syscalls:sys_exit", vec![], KernelFunction::Log2Histogram, AggSource::Latency);
+    let only = |nr: u32| Filter { syscalls: vec![nr], ..filter() };
+    wire.start = Some(StartEvent {
+        probe: "tracepoint:raw_syscalls:sys_enter".into(),
+        filter: only(0),
+        key: Correlation::Tid,
+        end_key: Correlation::Tid,
+        more: vec![types::MoreStart {
+            probe: "tracepoint:raw_syscalls:sys_enter".into(),
+            filter: only(1),
+            key: Correlation::Tid,
+        }],
+    });
+    let spec = compile(&wire, 0, &source).unwrap();
+    let roles: Vec<Role> = spec.actions.iter().map(|(_, a)| a.role).collect();
+    assert_eq!(roles, [Role::Start, Role::Start, Role::End]);
+    let recs = vec![
+        sys(false, 1_000, 11, "a", 0, 0), // read: the first start
+        sys(true, 1_500, 11, "a", 0, 0),  // 500 ns
+        sys(false, 2_000, 22, "b", 1, 0), // write: the other start
+        sys(true, 2_100, 22, "b", 1, 0),  // 100 ns
+        sys(false, 3_000, 33, "c", 2, 0), // neither
+        sys(true, 3_050, 33, "c", 2, 0),  // no start: ignored
+    ];
+    let mut store = run(&[spec], &recs);
+    let entries = store.read(0, false).unwrap();
+    let AggValue::Histogram(h) = &entries[0].value else { panic!() };
+    assert_eq!((h.sum, h.buckets.iter().map(|b| b.count).sum::<u64>()), (600, 2));
+    // A start's pid, comm, uid or cgroup filter must be the aggregation's.
+    if let Some(s) = wire.start.as_mut() {
+        s.more[0].filter.pids = vec![7];
+    }
+    assert!(compile(&wire, 0, &source).unwrap_err().contains("must be those of the aggregation"));
+}
+
+#[test]
 fn linear_histogram_buckets_match_lquantize() {
     let table = ProbeTable::default();
     let source = Source::Recorded(&table);
