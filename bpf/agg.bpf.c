@@ -297,18 +297,8 @@ static __always_inline void wt_agg_run(struct wt_agg_ctx *c, __u32 site)
 		return;
 	if ((s->flags & WT_SITE_TASKS) && wt_scoped())
 		wt_agg_note_current(c);
-	if ((s->flags & WT_SITE_DATA) && c->regs) {
-		struct wt_sys_regs r;
-
-		if (!wt_read_sys_regs(&r, c->regs)) {
-			c->sys[1] = r.di;
-			c->sys[2] = r.si;
-			c->sys[3] = r.dx;
-			c->sys[4] = r.r10;
-			c->sys[5] = r.r8;
-			c->sys[6] = r.r9;
-		}
-	}
+	if ((s->flags & WT_SITE_DATA) && c->regs)
+		wt_read_sys_args(&c->sys[1], c->regs);
 	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
 	for (i = 0; i < WT_AGG_ACTIONS; i++) {
 		if (i >= s->n)

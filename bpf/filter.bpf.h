@@ -280,10 +280,19 @@ struct wt_sys_regs {
 	__u64 r10, r9, r8, ax, cx, dx, si, di, orig_ax;
 };
 
-static __always_inline int wt_read_sys_regs(struct wt_sys_regs *r, const struct pt_regs *regs)
+/* The six syscall arguments, in order, into args (zeros if unreadable). */
+static __always_inline void wt_read_sys_args(__u64 *args, const struct pt_regs *regs)
 {
+	struct wt_sys_regs r = {};
+
 	/* r10 .. orig_ax are contiguous in struct pt_regs. */
-	return bpf_probe_read_kernel(r, sizeof(*r), &regs->r10);
+	bpf_probe_read_kernel(&r, sizeof(r), &regs->r10);
+	args[0] = r.di;
+	args[1] = r.si;
+	args[2] = r.dx;
+	args[3] = r.r10;
+	args[4] = r.r8;
+	args[5] = r.r9;
 }
 
 /* Layout of the syscalls:sys_{enter,exit}_* tracepoints, fixed by their tracefs format

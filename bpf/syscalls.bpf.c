@@ -60,18 +60,13 @@ int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u32 row = wt_row(WT_SYS_ENTER, WT_ROW_SYS_ENTER, WT_NR_SYSCALLS, id);
 	struct wt_sys_enter *e;
-	struct wt_sys_regs r;
+	__u64 args[6];
 
 	if (!wt_pass_task(row, tgid) || !wt_pass_syscall(row, id))
 		return 0;
-	if (wt_read_sys_regs(&r, regs))
-		__builtin_memset(&r, 0, sizeof(r));
-	if (cfg_filter_args) {
-		__u64 args[6] = { r.di, r.si, r.dx, r.r10, r.r8, r.r9 };
-
-		if (!wt_pass_args(row, (__u32)id, args))
-			return 0;
-	}
+	wt_read_sys_args(args, regs);
+	if (cfg_filter_args && !wt_pass_args(row, (__u32)id, args))
+		return 0;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
 		wt_count(row, WT_SLOT_DROPPED);
@@ -79,12 +74,7 @@ int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 	}
 	wt_fill_header(&e->h, WT_SYS_ENTER, sizeof(*e));
 	e->id = id;
-	e->args[0] = r.di;
-	e->args[1] = r.si;
-	e->args[2] = r.dx;
-	e->args[3] = r.r10;
-	e->args[4] = r.r8;
-	e->args[5] = r.r9;
+	__builtin_memcpy(e->args, args, sizeof(args));
 	bpf_ringbuf_submit(e, cfg_submit_flags);
 	wt_count(row, WT_SLOT_EMITTED);
 	return 0;

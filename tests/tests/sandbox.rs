@@ -110,6 +110,7 @@ fn hostile_plugins_are_stopped_while_syscount_stays_exact() {
 
 #[test]
 fn a_plugin_importing_the_filesystem_is_refused_beside_a_good_one() {
+    let _g = serial();
     let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("fsreader")));
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -222,7 +223,10 @@ fn a_plugin_over_its_cpu_budget_loses_its_events_counted_then_is_disabled() {
 
 #[test]
 fn hostile_plugins_in_a_replay_leave_the_good_plugins_report_unchanged() {
-    // No root: the same sandbox over a committed recording (1000 getppid calls).
+    // No root: the same sandbox over a committed recording (1000 getppid calls). Serial
+    // all the same: its spinning plugin must not take the CPU that the live test's
+    // deadline ticker needs.
+    let _g = serial();
     let rec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/syscalls.wtrec");
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/cases/syscount-text.out");
     let o = run(wasmtap()

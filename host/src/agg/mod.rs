@@ -392,32 +392,17 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &Source<'_>) ->
         syscalls: syscall_set(&wire.filter, &end)?,
     };
     if let Some(start) = &wire.start {
-        let sp = probe(&start.probe, source)?;
-        if TaskFilter::of(&start.filter) != TaskFilter::default()
-            && TaskFilter::of(&start.filter) != TaskFilter::of(&wire.filter)
-        {
-            return Err("the start event's uid, comm, pid and cgroup filters must be those of the aggregation".into());
-        }
-        let begin = Action {
-            agg: id,
-            role: Role::Start,
-            func,
-            keys: Vec::new(),
-            value: Src::None,
-            corr: correlation(&start.key, &sp)?,
-            preds: preds(&start.filter, &sp)?,
-            syscalls: syscall_set(&start.filter, &sp)?,
-        };
         update.role = Role::End;
         update.corr = correlation(&start.end_key, &end)?;
-        actions.push((sp.site.clone(), begin));
-        probes.push(start.probe.clone());
-        for more in &start.more {
-            let mp = probe(&more.probe, source)?;
-            if TaskFilter::of(&more.filter) != TaskFilter::default()
-                && TaskFilter::of(&more.filter) != TaskFilter::of(&wire.filter)
+        let starts = std::iter::once((&start.probe, &start.filter, &start.key))
+            .chain(start.more.iter().map(|m| (&m.probe, &m.filter, &m.key)));
+        for (name, filter, key) in starts {
+            let sp = probe(name, source)?;
+            if TaskFilter::of(filter) != TaskFilter::default() && TaskFilter::of(filter) != TaskFilter::of(&wire.filter)
             {
-                return Err("a start event's uid, comm, pid and cgroup filters must be those of the aggregation".into());
+                return Err(format!(
+                    "the start event `{name}`: its uid, comm, pid and cgroup filters must be those of the aggregation"
+                ));
             }
             let begin = Action {
                 agg: id,
@@ -425,12 +410,12 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &Source<'_>) ->
                 func,
                 keys: Vec::new(),
                 value: Src::None,
-                corr: correlation(&more.key, &mp)?,
-                preds: preds(&more.filter, &mp)?,
-                syscalls: syscall_set(&more.filter, &mp)?,
+                corr: correlation(key, &sp)?,
+                preds: preds(filter, &sp)?,
+                syscalls: syscall_set(filter, &sp)?,
             };
-            actions.push((mp.site.clone(), begin));
-            probes.push(more.probe.clone());
+            actions.push((sp.site, begin));
+            probes.push(name.clone());
         }
     }
     actions.push((end.site.clone(), update));
