@@ -299,7 +299,10 @@ static __always_inline void wt_agg_run(struct wt_agg_ctx *c, __u32 site)
 		wt_agg_note_current(c);
 	if ((s->flags & WT_SITE_DATA) && c->regs)
 		wt_read_sys_args(&c->sys[1], c->regs);
-	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
+	/* An event outside the scope was counted as filtered, whatever its actions do:
+	 * each event is counted once. */
+	if (!c->out_of_scope)
+		wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
 	for (i = 0; i < WT_AGG_ACTIONS; i++) {
 		if (i >= s->n)
 			break;
