@@ -354,13 +354,15 @@ int wt_agg_tracepoint(void *ctx)
 	return 0;
 }
 
-/* WT_TRACKING_PROGRAMS, and SCOPED_TIDS kept: a child of a thread in scope is in it
- * (it inherits the uid, comm and cgroup; wt_track_fork has made it a target). */
+/* WT_TRACKING_PROGRAMS, and SCOPED_TIDS kept. The fork runs as the parent, whose
+ * uid, comm and cgroup the child inherits; its own tgid says whether wt_track_fork
+ * has made it a target. (A child cloned into another cgroup is corrected the first
+ * time it is seen running.) */
 SEC("raw_tp/sched_process_fork")
 int BPF_PROG(wt_agg_track_fork, struct task_struct *parent, struct task_struct *child)
 {
 	wt_track_fork(parent, child);
-	if (wt_scoped() && wt_pass_task_struct(WT_AGG_KIND, child)) {
+	if (wt_scoped() && wt_in_scope(BPF_CORE_READ(child, tgid))) {
 		__u32 tid = BPF_CORE_READ(child, pid);
 		__u8 one = 1;
 

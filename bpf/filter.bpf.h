@@ -103,33 +103,41 @@ static __always_inline int wt_in_cgroups(void)
 	return 0;
 }
 
-/* Process-level filters: 1 when the current task's events may be emitted; a rejection
- * is counted in `row`. Events of our own process return 0 without being counted: the
- * host never traces itself. */
-static __always_inline int wt_pass_task(__u32 row, __u32 tgid)
+/* Process-level filters: 1 when process `tgid`, running as the current task (its uid,
+ * comm and cgroup), is in the run's scope. Our own process never is: the host never
+ * traces itself. */
+static __always_inline int wt_in_scope(__u32 tgid)
 {
 	if (tgid == cfg_self_tgid)
 		return 0;
 	if (cfg_filter_targets && !bpf_map_lookup_elem(&TARGETS, &tgid))
-		goto filtered;
+		return 0;
 	if (cfg_filter_uids) {
 		__u32 uid = (__u32)bpf_get_current_uid_gid();
 
 		if (!bpf_map_lookup_elem(&UIDS, &uid))
-			goto filtered;
+			return 0;
 	}
 	if (cfg_filter_comms) {
 		struct wt_comm_key k = {};
 
 		bpf_get_current_comm(&k.comm, sizeof(k.comm));
 		if (!bpf_map_lookup_elem(&COMMS, &k))
-			goto filtered;
+			return 0;
 	}
 	if (cfg_filter_cgroups && !wt_in_cgroups())
-		goto filtered;
+		return 0;
 	return 1;
-filtered:
-	wt_count(row, WT_SLOT_FILTERED);
+}
+
+/* wt_in_scope for the current task's events; a rejection is counted in `row`, except
+ * of our own process's events. */
+static __always_inline int wt_pass_task(__u32 row, __u32 tgid)
+{
+	if (wt_in_scope(tgid))
+		return 1;
+	if (tgid != cfg_self_tgid)
+		wt_count(row, WT_SLOT_FILTERED);
 	return 0;
 }
 
@@ -137,64 +145,6 @@ filtered:
 static __always_inline int wt_scoped(void)
 {
 	return cfg_filter_targets || cfg_filter_uids || cfg_filter_comms || cfg_filter_cgroups;
-}
-
-/* 1 when task `p` (not the current one) is in a cgroup of CGROUPS or below one. */
-static __always_inline int wt_task_in_cgroups(struct task_struct *p)
-{
-	struct cgroup *cg = BPF_CORE_READ(p, cgroups, dfl_cgrp);
-	__u64 id;
-	int level, top;
-
-	if (!cg)
-		return 0;
-	id = BPF_CORE_READ(cg, kn, id);
-	if (bpf_map_lookup_elem(&CGROUPS, &id))
-		return 1;
-	top = BPF_CORE_READ(cg, level);
-	for (level = 1; level <= WT_CGROUP_LEVELS_MAX; level++) {
-		struct cgroup *anc = NULL;
-
-		if (level > cfg_cgroup_levels || level > top)
-			break;
-		bpf_core_read(&anc, sizeof(anc), &cg->ancestors[level]);
-		if (!anc)
-			continue;
-		id = BPF_CORE_READ(anc, kn, id);
-		if (bpf_map_lookup_elem(&CGROUPS, &id))
-			return 1;
-	}
-	return 0;
-}
-
-/* wt_pass_task for a task that is not the current one. */
-static __always_inline int wt_pass_task_struct(__u32 row, struct task_struct *p)
-{
-	__u32 tgid = BPF_CORE_READ(p, tgid);
-
-	if (tgid == cfg_self_tgid)
-		return 0;
-	if (cfg_filter_targets && !bpf_map_lookup_elem(&TARGETS, &tgid))
-		goto filtered;
-	if (cfg_filter_uids) {
-		__u32 uid = BPF_CORE_READ(p, cred, uid.val);
-
-		if (!bpf_map_lookup_elem(&UIDS, &uid))
-			goto filtered;
-	}
-	if (cfg_filter_comms) {
-		struct wt_comm_key k = {};
-
-		bpf_probe_read_kernel_str(&k.comm, sizeof(k.comm), &p->comm);
-		if (!bpf_map_lookup_elem(&COMMS, &k))
-			goto filtered;
-	}
-	if (cfg_filter_cgroups && !wt_task_in_cgroups(p))
-		goto filtered;
-	return 1;
-filtered:
-	wt_count(row, WT_SLOT_FILTERED);
-	return 0;
 }
 
 /* One comparison: the value at base + p->off, of p->size bytes, against p->value. */

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::testing::{agg, frame, hist, scalar, stack, text, Capture};
 use super::*;
-use crate::sandbox::types::{AggKind, Column};
+use crate::sandbox::types::{AggKind, Column, Row};
 
 fn output(format: Format) -> (Output, Capture, Capture) {
     let (out, err) = (Capture::default(), Capture::default());

@@ -20,7 +20,7 @@ use crate::collect::probes::{self, ProbeError, ProbeSpec};
 use crate::collect::table::{self, FieldLoc, Op, Pred, ProbeTable, Source};
 use crate::collect::tracefs::{self, FieldKind};
 use crate::collect::{KernelCounters, ProbeRow};
-use crate::output::Output;
+use crate::output::{Cell, Output};
 use crate::sandbox::types::{self, Plan, PluginInfo, TableSpec};
 use crate::sandbox::{
     Clock, Fault, FaultKind, GuestItem, Instance, Limits, LoadedPlugin, OnFault, Sandbox, SandboxError,
@@ -722,19 +722,18 @@ impl Runner {
         self.stats.output_dropped += output.dropped_items;
         self.stats.output_dropped_bytes += output.dropped_bytes;
         self.budget.output_bytes += output.bytes + output.dropped_bytes;
+        let (name, tables) = (&self.info.name, &self.plan.tables);
+        // A row into its table, or a note that it does not fit one.
+        let put = |out: &mut Output, table: u32, cells: &[Cell<'_>]| match tables.get(table as usize) {
+            Some(t) if t.columns.len() == cells.len() => out.row(name, t, cells, clock),
+            _ => out.diag(&format!("{name}: dropped a row that does not fit table {table}")),
+        };
         for item in output.items {
             match item {
                 GuestItem::Rows(rows) => {
-                    for row in rows {
-                        match self.plan.tables.get(row.table as usize) {
-                            Some(t) if t.columns.len() == row.values.len() => {
-                                out.rows(&self.info.name, t, std::slice::from_ref(&row), clock)
-                            }
-                            _ => out.diag(&format!(
-                                "{}: dropped a row that does not fit table {}",
-                                self.info.name, row.table
-                            )),
-                        }
+                    for row in &rows {
+                        let cells: Vec<Cell<'_>> = row.values.iter().map(Cell::from).collect();
+                        put(out, row.table, &cells);
                     }
                 }
                 GuestItem::Packed(bytes) => {
@@ -742,15 +741,11 @@ impl Runner {
                     let mut cells = Vec::new();
                     // Checked whole when it was emitted.
                     while let Ok(Some(table)) = rows.next_into(&mut cells) {
-                        match self.plan.tables.get(table as usize) {
-                            Some(t) if t.columns.len() == cells.len() => out.row(&self.info.name, t, &cells, clock),
-                            _ => out
-                                .diag(&format!("{}: dropped a row that does not fit table {}", self.info.name, table)),
-                        }
+                        put(out, table, &cells);
                     }
                 }
-                GuestItem::Text(s) => out.text(&self.info.name, &s),
-                GuestItem::Log(l) => out.log(&self.info.name, l.level, &l.message),
+                GuestItem::Text(s) => out.text(name, &s),
+                GuestItem::Log(l) => out.log(name, l.level, &l.message),
             }
         }
     }
