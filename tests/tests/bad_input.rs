@@ -113,3 +113,17 @@ fn bad_limits_name_the_flag_and_the_plugin() {
         "--deadline names plugin `nosuch`, which is not in this run (plugins: syscount)",
     );
 }
+
+#[test]
+fn declared_sizes_past_their_limits_are_refused_at_start_naming_field_value_and_limit() {
+    let hostile = wasm("hostile");
+    let hostile = hostile.to_str().unwrap();
+    fails_with(
+        &["run", "syscount", hostile, "--param", "hostile.door=width"],
+        "hostile: bad plan: `tables[0].columns[0].width` is 3000000000, more than the limit of 256",
+    );
+    fails_with(
+        &["run", "syscount", hostile, "--param", "hostile.door=rate"],
+        "100000 Hz is more than the 10000 Hz allowed",
+    );
+}

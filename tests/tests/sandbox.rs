@@ -101,7 +101,7 @@ fn hostile_plugins_are_stopped_while_syscount_stays_exact() {
     // Memory: everything the host holds stays under the plugins' caps plus a fixed
     // margin for the host itself (rings 64 + 16 MiB, 64 MiB of chunks in flight at
     // most, the compiler and runtime).
-    let caps = 9 * 64u64 << 20;
+    let caps = (9 * 64u64) << 20;
     let margin = 512u64 << 20;
     let peak = u(&acct["host"]["peak_rss_bytes"]);
     assert!(peak < caps + margin, "peak RSS {} MiB", peak >> 20);
@@ -306,4 +306,141 @@ fn when_the_consumer_falls_behind_the_ring_overflows_and_every_event_is_still_ac
     let said = said.unwrap_or_else(|| panic!("slowpoke's count: {out:.2000}"));
     assert_eq!(said.trim_end(), format!("{emitted} events"));
     assert_eq!(o.status.code(), Some(1), "lost events end the run with problems\n{err}");
+}
+
+/// One hostile door beside an exact syscount of 1,000,000 getppid calls paced over 4 s,
+/// with more `args` for the run: the run's JSON lines and its stderr. The run must end within a second of the traced
+/// command's exit, whatever the hostile plugin asked of the host.
+fn door_beside_syscount(door: &str, args: &[&str]) -> (Vec<Json>, String) {
+    let ended = std::env::temp_dir().join(format!("wasmtap-door-{door}-{}", std::process::id()));
+    // The command notes when it ended (ns since the epoch), as the last thing it does.
+    let cmd = format!("{} 40 25000 100 {}", workload("getppid_paced").display(), ended.display());
+    let mut c = wasmtap();
+    c.args(["run", "syscount"]).arg(wasm("hostile"));
+    c.args(["--param", &format!("hostile.door={door}"), "-c", &cmd, "-o", "json"]);
+    c.args(args);
+    let o = run(&mut c);
+    let exited = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "the disabled plugin makes the run end with problems\n{err}");
+    let lines = json_lines(&out);
+    assert_eq!(getppid_count(&lines), 1_000_000, "{err}");
+    let acct = accounting(&lines);
+    // syscount counts in the kernel; the hostile plugin may stream sys_enter records.
+    assert_eq!(u(&acct["kernel"]["aggregated"]["dropped"]), 0, "{acct}");
+    assert!(acct["kernel"]["kinds"]["sys_enter"]["dropped"].as_u64().unwrap_or(0) == 0, "{acct}");
+    let good = plugin(acct, "syscount");
+    assert!(good["disabled"].is_null() && u(&good["dropped"]) == 0 && u(&good["faults"]) == 0, "{good}");
+    let peak = u(&acct["host"]["peak_rss_bytes"]);
+    assert!(peak < 200 << 20, "peak RSS {} MiB", peak >> 20);
+    let ended_ns: u64 = std::fs::read_to_string(&ended).unwrap().trim().parse().unwrap();
+    std::fs::remove_file(&ended).unwrap();
+    let after = exited.saturating_sub(std::time::Duration::from_nanos(ended_ns));
+    assert!(after < std::time::Duration::from_secs(1), "{door}: the run ended {after:?} after the command");
+    (lines, err)
+}
+
+#[test]
+fn empty_output_items_cost_their_plugin_until_it_is_disabled_while_syscount_stays_exact() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let (lines, err) = door_beside_syscount("empties", &[]);
+    let acct = accounting(&lines);
+    let p = plugin(acct, "hostile");
+    let why = "over its output budget (16384 KiB per second) for 3 seconds in a row";
+    assert_eq!(p["disabled"], why, "{p}");
+    assert!(err.contains(&format!("plugin `hostile` disabled: {why}")), "{err}");
+    assert!(u(&p["output_dropped"]) > 0 && u(&p["dropped_budget"]) > 0, "{p}");
+    // At most 64 log lines a call reach the terminal, however many the plugin sends.
+    let logs = err.lines().filter(|l| l.starts_with("wasmtap: hostile: info:")).count() as u64;
+    assert!(logs <= 64 * u(&p["batches"]), "{logs} log lines in {} calls", p["batches"]);
+    let reached = u(&acct["kernel"]["kinds"]["sys_enter"]["emitted"]);
+    assert_conserved(p, reached);
+}
+
+#[test]
+fn aggregation_reports_are_charged_by_what_the_host_writes_until_their_plugin_is_disabled() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // A hundred histograms of 1,024 buckets every millisecond: ~2 MB of JSON a report,
+    // against an output budget of 1 MiB a second.
+    let (lines, err) = door_beside_syscount("aggflood", &["--output-budget", "hostile=1024"]);
+    let acct = accounting(&lines);
+    let p = plugin(acct, "hostile");
+    let why = "over its output budget (1024 KiB per second) for 3 seconds in a row";
+    assert_eq!(p["disabled"], why, "{p}");
+    assert!(err.contains(&format!("plugin `hostile` disabled: {why}")), "{err}");
+    // The host's time went on its account, and the ticks it could not pay for were skipped.
+    assert!(u(&p["host_cpu_ms"]) > 0 && u(&p["ticks_skipped"]) > 0, "{p}");
+    let reports = lines.iter().filter(|v| v["type"] == "hist" && v["data"].get("@flood").is_some()).count();
+    assert!(reports > 0, "reports were rendered until it went over");
+}
+
+#[test]
+fn an_aggregation_report_that_takes_longer_to_render_than_a_call_may_run_disables_its_plugin() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // A thousand histograms of 1,024 buckets: ~80 ms for the plugin to build and hand
+    // over, ~700 ms of CPU for the host to sort and render.
+    let (lines, err) =
+        door_beside_syscount("aggflood", &["--param", "hostile.entries=1000", "--deadline", "hostile=500ms"]);
+    let acct = accounting(&lines);
+    let p = plugin(acct, "hostile");
+    assert_eq!(p["last_fault"]["kind"], "output", "{p}");
+    let why = "its report of 1000 aggregation entries took the host";
+    assert!(p["disabled"].as_str().unwrap().contains(why), "{p}");
+    assert!(err.contains(&format!("plugin `hostile` disabled in on-tick: {why}")), "{err}");
+    assert!(err.contains("of CPU to render, more than its deadline of 500 ms"), "{err}");
+    let reports = lines.iter().filter(|v| v["type"] == "hist" && v["data"].get("@flood").is_some()).count();
+    assert_eq!(reports, 1, "stopped after its first report");
+}
+
+/// `recording` with its trailer's end time replaced by `ended_mono_ns`. Frames after the
+/// header: a tag byte, a little-endian u32 length, the payload; the trailer (tag 2) is
+/// JSON and comes last.
+fn with_end_time(recording: &[u8], ended_mono_ns: u64) -> Vec<u8> {
+    let header_len = u32::from_le_bytes(recording[16..20].try_into().unwrap()) as usize;
+    let mut at = 20 + header_len;
+    let mut out = recording[..at].to_vec();
+    while at < recording.len() {
+        let (tag, len) = (recording[at], u32::from_le_bytes(recording[at + 1..at + 5].try_into().unwrap()) as usize);
+        let payload = &recording[at + 5..at + 5 + len];
+        let payload = match tag {
+            2 => {
+                let mut trailer: Json = serde_json::from_slice(payload).unwrap();
+                trailer["ended_mono_ns"] = ended_mono_ns.into();
+                serde_json::to_vec(&trailer).unwrap()
+            }
+            _ => payload.to_vec(),
+        };
+        out.push(tag);
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&payload);
+        at += 5 + len;
+    }
+    out
+}
+
+#[test]
+fn a_recording_that_ends_at_the_end_of_time_replays_promptly() {
+    let _g = serial();
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/syscalls.wtrec");
+    let crafted = with_end_time(&std::fs::read(golden).unwrap(), u64::MAX - 1000);
+    let path = std::env::temp_dir().join(format!("wasmtap-end-of-time-{}.wtrec", std::process::id()));
+    std::fs::write(&path, crafted).unwrap();
+    let started = std::time::Instant::now();
+    let o = run(wasmtap().arg("replay").arg(&path).args(["syscount", "--param", "interval=2ms", "--param", "top=1"]));
+    let took = started.elapsed();
+    std::fs::remove_file(&path).unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+    // The recorded intervals are reported as usual.
+    let out = stdout(&o);
+    assert!(out.contains("@syscall[getppid]"), "{out}");
 }

@@ -42,11 +42,12 @@ pub struct KindCounters {
     pub dropped: u64,
 }
 
+/// Saturating: counters may come from a recording, which nobody vouches for.
 impl std::ops::AddAssign for KindCounters {
     fn add_assign(&mut self, o: KindCounters) {
-        self.filtered += o.filtered;
-        self.emitted += o.emitted;
-        self.dropped += o.dropped;
+        self.filtered = self.filtered.saturating_add(o.filtered);
+        self.emitted = self.emitted.saturating_add(o.emitted);
+        self.dropped = self.dropped.saturating_add(o.dropped);
     }
 }
 
@@ -153,7 +154,8 @@ impl KernelCounters {
     /// Every record lost for any reason.
     pub fn dropped(&self) -> u64 {
         let agg = self.aggregated.map_or(0, |a| a.dropped);
-        self.kinds.values().map(|k| k.dropped).sum::<u64>() + self.pipeline_dropped + self.malformed + agg
+        let ring = self.kinds.values().fold(0u64, |sum, k| sum.saturating_add(k.dropped));
+        ring.saturating_add(self.pipeline_dropped).saturating_add(self.malformed).saturating_add(agg)
     }
 }
 

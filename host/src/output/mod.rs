@@ -61,6 +61,8 @@ pub struct Output {
     stacks: BTreeMap<(String, String), Stacks>,
     /// Aggregations already reported as having no folded form.
     unfolded: HashSet<(String, String)>,
+    /// Bytes written so far, results and diagnostics: what plugins' output is charged by.
+    written: u64,
 }
 
 impl Output {
@@ -70,7 +72,16 @@ impl Output {
     }
 
     pub fn new(format: Format, out: Box<dyn Write>, err: Box<dyn Write>) -> Output {
-        Output { format, out, err, broken: false, flamegraph: None, stacks: BTreeMap::new(), unfolded: HashSet::new() }
+        Output {
+            format,
+            out,
+            err,
+            broken: false,
+            flamegraph: None,
+            stacks: BTreeMap::new(),
+            unfolded: HashSet::new(),
+            written: 0,
+        }
     }
 
     /// Draw the stack aggregations as an SVG flame graph into `path` at [`close`](Output::close).
@@ -83,7 +94,13 @@ impl Output {
         self.broken
     }
 
+    /// Bytes written so far to results and diagnostics.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
     fn write(&mut self, s: &str) {
+        self.written += s.len() as u64;
         if !self.broken {
             if let Err(e) = self.out.write_all(s.as_bytes()) {
                 if e.kind() == io::ErrorKind::BrokenPipe {
@@ -108,7 +125,13 @@ impl Output {
     /// A diagnostic line on stderr (`wasmtap: …`).
     pub fn diag(&mut self, msg: &str) {
         self.flush();
-        let _ = writeln!(self.err, "wasmtap: {msg}");
+        self.err_line(&format!("wasmtap: {msg}"));
+    }
+
+    /// A line on stderr.
+    fn err_line(&mut self, line: &str) {
+        self.written += line.len() as u64 + 1;
+        let _ = writeln!(self.err, "{line}");
     }
 
     /// Probes attached; text output tells the user how to stop.
@@ -135,9 +158,7 @@ impl Output {
         match self.format {
             Format::Text => self.line(&line),
             Format::Json => {}
-            _ => {
-                let _ = writeln!(self.err, "{line}");
-            }
+            _ => self.err_line(&line),
         }
     }
 
@@ -157,20 +178,21 @@ impl Output {
         match self.format {
             Format::Text => self.line(&text::row(table, cells, clock)),
             Format::Json => self.line(&row_json(plugin, table, cells, clock)),
-            _ => {
-                let _ = writeln!(self.err, "{}", text::row(table, cells, clock));
-            }
+            _ => self.err_line(&text::row(table, cells, clock)),
         }
     }
 
-    /// Free text from a plugin.
+    /// Free text from a plugin; control characters other than newlines and tabs are
+    /// shown as `?`, so a plugin cannot drive the user's terminal.
     pub fn text(&mut self, plugin: &str, s: &str) {
         match self.format {
-            Format::Text => self.write(s),
+            Format::Text => self.write(&text::sanitize_lines(s)),
             Format::Json => {
                 self.line(&Object::new().str("type", "printf").str("plugin", plugin).str("data", s).finish())
             }
             _ => {
+                let s = text::sanitize_lines(s);
+                self.written += s.len() as u64;
                 let _ = self.err.write_all(s.as_bytes());
             }
         }
@@ -184,7 +206,7 @@ impl Output {
             Level::Warn => "warning",
             Level::Error => "error",
         };
-        self.diag(&format!("{plugin}: {lvl}: {msg}"));
+        self.diag(&format!("{plugin}: {lvl}: {}", text::sanitize(msg)));
     }
 
     /// Aggregations, sorted and cut as each asks; one report (one Prometheus block).

@@ -79,6 +79,15 @@ pub(super) fn sanitize(s: &str) -> String {
     out
 }
 
+/// Text with control characters other than newlines and tabs as `?`.
+pub(super) fn sanitize_lines(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\n' && c != '\t';
+    match s.chars().any(bad) {
+        true => s.chars().map(|c| if bad(c) { '?' } else { c }).collect::<String>().into(),
+        false => s.into(),
+    }
+}
+
 /// `s` appended to `out` with control characters as `?`.
 fn push_sanitized(out: &mut String, s: &str) {
     if s.chars().any(char::is_control) {
@@ -155,14 +164,15 @@ fn stack(frames: &[Frame]) -> String {
 pub(super) fn aggregation(agg: &Aggregation, entries: &[&AggEntry]) -> String {
     let mut out = String::new();
     if !agg.title.is_empty() {
-        out.push_str(&agg.title);
+        out.push_str(&sanitize_lines(&agg.title));
         out.push('\n');
     }
     let mut ends_blank = false;
+    let agg_name = sanitize(&agg.name);
     for entry in entries {
         let name = match agg.key_names.is_empty() {
-            true => format!("@{}", agg.name),
-            false => format!("@{}[{}]", agg.name, key(&entry.key)),
+            true => format!("@{agg_name}"),
+            false => format!("@{agg_name}[{}]", key(&entry.key)),
         };
         ends_blank = matches!(entry.value, AggValue::Histogram(_));
         match &entry.value {

@@ -12,6 +12,18 @@ const SYMBOLIZE_ADDRS_PER_CALL: usize = 65536;
 const OUTPUT_BYTES_PER_CALL: usize = 16 << 20;
 /// Rows a plugin may emit in one call.
 const ROWS_PER_CALL: usize = 1 << 20;
+/// Output items (`emit`, `emit-packed`, `print` and `log` calls) a plugin may make in one call.
+pub const ITEMS_PER_CALL: usize = 1 << 16;
+/// What every output item costs against the budget at least, beside its bytes: an empty
+/// item still costs the host a dispatch and a write.
+pub const ITEM_MIN_BYTES: usize = 64;
+/// What every row costs at least, beside its cells.
+const ROW_MIN_BYTES: usize = 8;
+/// What a log line costs at least: a diagnostic flushes stdout and writes stderr unbuffered.
+pub const LOG_MIN_BYTES: usize = 1024;
+/// Log lines shown per call; the rest are charged and dropped, so one call cannot bury
+/// the user's terminal in diagnostics.
+pub const LOG_LINES_PER_CALL: usize = 64;
 
 /// The time a plugin sees.
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +71,8 @@ pub struct GuestOutput {
     pub dropped_items: u64,
     pub dropped_bytes: u64,
     rows: usize,
+    calls: usize,
+    logs: usize,
     /// Bytes that may still be kept before the budget is spent.
     budget: u64,
 }
@@ -89,15 +103,18 @@ impl std::fmt::Display for OutputLimit {
 impl std::error::Error for OutputLimit {}
 
 impl GuestOutput {
-    /// Account for an item; `Ok(false)` when it is over the budget and must be dropped.
+    /// Account for an item of `bytes` (its minimum cost included); `Ok(false)` when it
+    /// is over the budget and must be dropped.
     fn charge(&mut self, bytes: usize, rows: usize) -> wasmtime::Result<bool> {
         self.rows = self.rows.saturating_add(rows);
+        self.calls += 1;
         let call_bytes = self.bytes + self.dropped_bytes + bytes as u64;
-        if call_bytes > OUTPUT_BYTES_PER_CALL as u64 || self.rows > ROWS_PER_CALL {
+        if call_bytes > OUTPUT_BYTES_PER_CALL as u64 || self.rows > ROWS_PER_CALL || self.calls > ITEMS_PER_CALL {
             return Err(wasmtime::Error::new(OutputLimit(format!(
-                "{OUTPUT_LIMIT} {} MiB or {} rows of output in one call",
+                "{OUTPUT_LIMIT} {} MiB, {} rows or {} output items in one call",
                 OUTPUT_BYTES_PER_CALL >> 20,
-                ROWS_PER_CALL
+                ROWS_PER_CALL,
+                ITEMS_PER_CALL
             ))));
         }
         if bytes as u64 > self.budget {
@@ -109,6 +126,22 @@ impl GuestOutput {
         self.budget -= bytes as u64;
         self.bytes += bytes as u64;
         Ok(true)
+    }
+
+    /// A log line of `bytes`: charged, and kept only while the call has shown fewer
+    /// than [`LOG_LINES_PER_CALL`].
+    fn charge_log(&mut self, bytes: usize) -> wasmtime::Result<bool> {
+        if !self.charge(bytes, 0)? {
+            return Ok(false);
+        }
+        if self.logs < LOG_LINES_PER_CALL {
+            self.logs += 1;
+            return Ok(true);
+        }
+        self.bytes -= bytes as u64;
+        self.dropped_items += 1;
+        self.dropped_bytes += bytes as u64;
+        Ok(false)
     }
 }
 
@@ -141,13 +174,14 @@ impl HostState {
 }
 
 fn row_bytes(row: &types::Row) -> usize {
-    row.values.iter().map(value_bytes).sum::<usize>() + 8
+    row.values.iter().map(value_bytes).sum::<usize>() + ROW_MIN_BYTES
 }
 
+/// What a lifted value costs the host: an `Int` cell is a 32-byte enum.
 fn value_bytes(v: &types::Value) -> usize {
     match v {
-        types::Value::Int(_) => 8,
-        types::Value::Text(s) => s.len() + 8,
+        types::Value::Int(_) => 32,
+        types::Value::Text(s) => s.len() + 32,
         types::Value::Stack(frames) => {
             frames.iter().map(|f| 40 + f.symbol.len() + f.module.len() + f.file.len()).sum::<usize>() + 8
         }
@@ -158,7 +192,7 @@ impl types::Host for StoreState {}
 
 impl host::Host for StoreState {
     fn emit(&mut self, rows: Vec<types::Row>) -> wasmtime::Result<()> {
-        let bytes = rows.iter().map(row_bytes).sum();
+        let bytes = rows.iter().map(row_bytes).sum::<usize>() + ITEM_MIN_BYTES;
         if self.host.out.charge(bytes, rows.len())? {
             self.host.out.items.push(GuestItem::Rows(rows));
         }
@@ -167,21 +201,22 @@ impl host::Host for StoreState {
 
     fn emit_packed(&mut self, rows: Vec<u8>) -> wasmtime::Result<()> {
         let n = super::packed::count(&rows).map_err(|e| wasmtime::Error::msg(format!("host.emit-packed: {e}")))?;
-        if self.host.out.charge(rows.len(), n)? {
+        let bytes = rows.len() + n * ROW_MIN_BYTES + ITEM_MIN_BYTES;
+        if self.host.out.charge(bytes, n)? {
             self.host.out.items.push(GuestItem::Packed(rows));
         }
         Ok(())
     }
 
     fn print(&mut self, text: String) -> wasmtime::Result<()> {
-        if self.host.out.charge(text.len(), 0)? {
+        if self.host.out.charge(text.len() + ITEM_MIN_BYTES, 0)? {
             self.host.out.items.push(GuestItem::Text(text));
         }
         Ok(())
     }
 
     fn log(&mut self, level: types::Level, message: String) -> wasmtime::Result<()> {
-        if self.host.out.charge(message.len(), 0)? {
+        if self.host.out.charge_log(message.len().max(LOG_MIN_BYTES))? {
             self.host.out.items.push(GuestItem::Log(LogLine { level, message }));
         }
         Ok(())
@@ -233,11 +268,20 @@ impl StoreState {
             Err(e) if e.starts_with("no kernel aggregation") => wasmtime::bail!("read-aggregation: {e}"),
             Err(e) => {
                 let message = format!("kernel aggregation {id} could not be read: {e}");
-                self.host.out.items.push(GuestItem::Log(LogLine { level: types::Level::Warn, message }));
+                <Self as host::Host>::log(self, types::Level::Warn, message)?;
                 Ok(Vec::new())
             }
         }
     }
+}
+
+/// A plugin-given name for a message: at most 64 bytes, control characters as `?`.
+pub fn printable(s: &str) -> String {
+    let mut end = s.len().min(64);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 fn unknown_frame() -> types::Frame {

@@ -9,6 +9,7 @@
 
 pub mod cache;
 mod host_api;
+pub mod limiter;
 pub mod packed;
 
 use std::path::{Path, PathBuf};
@@ -19,11 +20,12 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use cache::{Cache, Outcome};
+use limiter::PluginLimiter;
 
 wasmtime::component::bindgen!({
     world: "plugin",
@@ -74,6 +76,11 @@ pub const COPY_BYTES_PER_CALL: usize = 64 << 20;
 const BACKTRACE_FRAMES: usize = 6;
 /// Bytes of a guest's stderr kept for fault messages (Rust panics print there).
 const STDERR_CAPACITY: usize = 64 * 1024;
+/// WASI resources (streams, pollables) a plugin may hold at once; Rust's standard
+/// library needs a handful.
+const WASI_RESOURCES: usize = 1024;
+/// Bytes one `wasi:random` call may ask for; Rust's standard library asks for 16.
+const RANDOM_BYTES_PER_CALL: u64 = 64 << 10;
 
 /// Interfaces a plugin may import. Everything else is refused at load time.
 const ALLOWED_IMPORTS: &[&str] = &[
@@ -120,7 +127,7 @@ pub enum OnFault {
 /// Per-plugin resource limits. [`Limits::default`] gives the defaults `wasmtap run --help` shows.
 #[derive(Clone, Debug, Serialize)]
 pub struct Limits {
-    /// Linear memory, all memories of the plugin together.
+    /// Linear memory and tables, all of the plugin's together.
     pub memory_bytes: usize,
     /// Core instances, tables and memories a plugin may create (each counted alone).
     pub instances: usize,
@@ -186,6 +193,9 @@ impl Sandbox {
         config.epoch_interruption(true);
         // Per-call overhead drops from ~650 to ~170 ns without the async machinery.
         config.concurrency_support(false);
+        // No plugin toolchain (Rust, C, Python, JavaScript) emits a core module with more
+        // than one memory; the limiter sums memories across core instances anyway.
+        config.wasm_multi_memory(false);
         let engine = Engine::new(&config).map_err(engine_err)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
@@ -274,33 +284,8 @@ impl LoadedPlugin {
 
     /// A fresh instance in a store of its own, bounded by `limits`.
     pub fn instantiate(&self, clock: Clock, limits: &Limits) -> Result<Instance, Fault> {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = WasiCtx::builder()
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
-        let store_limits = StoreLimitsBuilder::new()
-            .memory_size(limits.memory_bytes)
-            .instances(limits.instances)
-            .tables(limits.instances)
-            .memories(limits.instances)
-            .table_elements(100_000)
-            .trap_on_grow_failure(true)
-            .build();
-        let state = StoreState {
-            wasi,
-            table: ResourceTable::new(),
-            limits: store_limits,
-            stderr,
-            host: host_api::HostState::new(clock, self.symbols.clone()),
-        };
-        let mut store = Store::new(self.pre.engine(), state);
-        store.limiter(|s| &mut s.limits);
-        store.set_hostcall_fuel(COPY_BYTES_PER_CALL);
+        let mut store = new_store(self.pre.engine(), clock, limits, self.symbols.clone());
         let deadline_ticks = limits.deadline_ticks();
-        store.set_epoch_deadline(deadline_ticks);
         let started = Instant::now();
         let bindings = self
             .pre
@@ -308,6 +293,34 @@ impl LoadedPlugin {
             .map_err(|e| Fault::from_error("instantiate", &e, &store, limits, started.elapsed()))?;
         Ok(Instance { store, bindings, limits: limits.clone(), deadline_ticks, meter: Meter::default() })
     }
+}
+
+/// A store bounded by `limits`: one memory cap summed over every memory and table,
+/// counts of instances, tables and memories, WASI resources and random bytes, the
+/// copy cap, and the deadline.
+fn new_store(engine: &Engine, clock: Clock, limits: &Limits, symbols: SharedSymbols) -> Store<StoreState> {
+    let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+    let wasi = WasiCtx::builder()
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .max_random_size(RANDOM_BYTES_PER_CALL)
+        .build();
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(WASI_RESOURCES);
+    let state = StoreState {
+        wasi,
+        table,
+        limits: PluginLimiter::new(limits.memory_bytes, limits.instances),
+        stderr,
+        host: host_api::HostState::new(clock, symbols),
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limits);
+    store.set_hostcall_fuel(COPY_BYTES_PER_CALL);
+    store.set_epoch_deadline(limits.deadline_ticks());
+    store
 }
 
 /// `wasi:io/poll` would let a plugin sleep inside the host, where the deadline cannot
@@ -341,7 +354,7 @@ impl std::error::Error for Blocked {}
 pub struct StoreState {
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    limits: PluginLimiter,
     stderr: MemoryOutputPipe,
     host: host_api::HostState,
 }
@@ -424,9 +437,13 @@ impl Fault {
                 let at = msg.find(BLOCKED).unwrap_or(0);
                 (FaultKind::Blocked, first_line(&msg[at..]))
             }
-            None if msg.contains("forcing trap when growing memory") => {
-                (FaultKind::Memory, format!("exceeded its memory limit of {} MiB", limits.memory_bytes >> 20))
-            }
+            None if err.downcast_ref::<limiter::MemoryCap>().is_some() => (
+                FaultKind::Memory,
+                format!(
+                    "exceeded its memory limit of {} MiB (all memories and tables together)",
+                    limits.memory_bytes >> 20
+                ),
+            ),
             None if msg.contains("resource limit exceeded") || msg.contains("instance count too high") => {
                 (FaultKind::Memory, format!("exceeded its instance/table limit: {}", first_line(&msg)))
             }
@@ -549,26 +566,33 @@ impl Instance {
         self.check_state("finish", aggs)
     }
 
-    /// Reports larger than the plugin's state limit are a fault.
+    /// Reports larger than the plugin's state limit, or with an entry larger than any
+    /// entry may be, are a fault: the host sorts and formats every part of them.
     fn check_state(
         &self,
         callback: &'static str,
         aggs: Vec<types::Aggregation>,
     ) -> Result<Vec<types::Aggregation>, Fault> {
-        let entries: usize = aggs.iter().map(|a| a.entries.len()).sum();
-        if entries <= self.limits.state_entries {
-            return Ok(aggs);
-        }
-        Err(Fault {
+        let fault = |reason: String| Fault {
             callback,
             kind: FaultKind::Output,
-            reason: format!(
-                "reported {entries} aggregation entries, more than its state limit of {}",
-                self.limits.state_entries
-            ),
+            reason,
             backtrace: None,
             elapsed: Duration::ZERO,
-        })
+        };
+        let entries: usize = aggs.iter().map(|a| a.entries.len()).sum();
+        if entries > self.limits.state_entries {
+            return Err(fault(format!(
+                "reported {entries} aggregation entries, more than its state limit of {}",
+                self.limits.state_entries
+            )));
+        }
+        for agg in &aggs {
+            if let Some(why) = agg.entries.iter().find_map(entry_too_large) {
+                return Err(fault(format!("reported an entry of @{} with {why}", host_api::printable(&agg.name))));
+            }
+        }
+        Ok(aggs)
     }
 
     /// Answer the plugin's `read-aggregation` calls with `aggs`.
@@ -597,6 +621,24 @@ impl Instance {
     }
 }
 
+/// Parts of one aggregation entry: key values, stack frames, histogram buckets, percentiles.
+pub const ENTRY_KEYS: usize = 16;
+pub const ENTRY_FRAMES: usize = 1024;
+pub const ENTRY_BUCKETS: usize = 4096;
+pub const ENTRY_PERCENTILES: usize = 256;
+
+/// What makes an entry larger than any may be, if anything.
+fn entry_too_large(e: &types::AggEntry) -> Option<String> {
+    let over = |what: &str, n: usize, max: usize| (n > max).then(|| format!("{n} {what}, more than the {max} allowed"));
+    let frames = e.key.iter().map(|v| if let types::Value::Stack(f) = v { f.len() } else { 0 }).max().unwrap_or(0);
+    let parts = match &e.value {
+        types::AggValue::Scalar(_) => None,
+        types::AggValue::Histogram(h) => over("histogram buckets", h.buckets.len(), ENTRY_BUCKETS),
+        types::AggValue::Quantiles(q) => over("percentiles", q.points.len(), ENTRY_PERCENTILES),
+    };
+    over("key values", e.key.len(), ENTRY_KEYS).or_else(|| over("stack frames", frames, ENTRY_FRAMES)).or(parts)
+}
+
 fn first_line(s: &str) -> String {
     truncate(s.lines().next().unwrap_or(""), 400)
 }
@@ -611,3 +653,6 @@ fn truncate(s: &str, max: usize) -> String {
     }
     format!("{}…", &s[..end])
 }
+
+#[cfg(test)]
+mod tests;
