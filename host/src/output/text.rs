@@ -333,8 +333,14 @@ fn plugin_line(p: &crate::plugin::PluginStats) -> String {
         "  plugin {:<12} delivered {:>10}  filtered {:>8}  dropped {:>8} (budget {}, fault {})  batches {}  cpu {} ms  longest call {} ms",
         p.name, p.delivered, p.filtered, p.dropped, p.dropped_budget, p.dropped_fault, p.batches, p.cpu_ms, p.longest_call_ms
     );
+    if p.host_cpu_ms > 0 {
+        line += &format!("  host cpu {} ms", p.host_cpu_ms);
+    }
     if p.output_dropped > 0 {
         line += &format!("  output dropped {} ({} KiB)", p.output_dropped, p.output_dropped_bytes >> 10);
+    }
+    if p.ticks_skipped > 0 {
+        line += &format!("  ticks skipped {}", p.ticks_skipped);
     }
     if p.faults > 0 || p.restarts > 0 {
         line += &format!("  faults {}  restarts {}", p.faults, p.restarts);
