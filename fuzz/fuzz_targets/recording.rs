@@ -23,6 +23,8 @@ fn valid_start() -> &'static [u8] {
     static START: OnceLock<Vec<u8>> = OnceLock::new();
     START.get_or_init(|| {
         let header = Header { layout_version: wasmtap_abi::LAYOUT_VERSION, ..Header::default() };
+        // The writer never overwrites: clear a file an earlier process with this pid left.
+        let _ = std::fs::remove_file(path());
         Writer::create(path(), &header).unwrap().finish(&Trailer::default()).unwrap();
         let mut bytes = std::fs::read(path()).unwrap();
         bytes.truncate(bytes.len() - 5 - serde_json::to_vec(&Trailer::default()).unwrap().len());

@@ -12,6 +12,8 @@ pub mod collect;
 pub mod output;
 pub mod pipeline;
 pub mod plugin;
+pub mod private;
+pub mod privilege;
 pub mod sandbox;
 pub mod symbolize;
 pub mod sys;

@@ -1,6 +1,9 @@
-//! The one place wasmtap calls libc directly: clocks, and starting a `-c` command held
-//! at a gate until its pid is in the kernel's target set (so no event is missed).
+//! The one place wasmtap calls libc directly: clocks, credentials ([`creds`]), and
+//! starting a `-c` command held at a gate until its pid is in the kernel's target set
+//! (so no event is missed).
 #![allow(unsafe_code)]
+
+pub mod creds;
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -77,8 +80,9 @@ pub struct GatedChild {
 }
 
 impl GatedChild {
-    /// Fork a child that will exec `argv` (resolved through `PATH`) once released.
-    pub fn spawn(argv: &[String]) -> io::Result<GatedChild> {
+    /// Fork a child that will exec `argv` (resolved through `PATH`) once released, as
+    /// `user` (its uid, gid and groups) if given. It never inherits ambient capabilities.
+    pub fn spawn(argv: &[String], user: Option<&creds::User>) -> io::Result<GatedChild> {
         let program = argv.first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
         let path = resolve_program(program)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("command `{program}` not found in PATH")))?;
@@ -86,13 +90,15 @@ impl GatedChild {
         let c_args = argv.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<Vec<_>, _>>()?;
         let mut c_argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
         c_argv.push(std::ptr::null());
+        // Prepared before the fork: the child may not allocate.
+        let switch = user.map(|u| (u.uid, u.gid, u.groups.iter().map(|&g| g as libc::gid_t).collect::<Vec<_>>()));
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: after fork the child only calls async-signal-safe functions (close, read,
-        // execv, _exit) on memory prepared before the fork.
+        // SAFETY: after fork the child only makes system calls (close, read, prctl, the
+        // set*id calls, write, execv, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             let err = io::Error::last_os_error();
@@ -109,9 +115,18 @@ impl GatedChild {
                 libc::close(fds[1]);
                 let mut byte = 0u8;
                 let n = libc::read(fds[0], (&mut byte as *mut u8).cast(), 1);
-                if n == 1 {
-                    libc::execv(c_path.as_ptr(), c_argv.as_ptr());
+                if n != 1 {
+                    libc::_exit(127);
                 }
+                libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+                if let Some(ids) = &switch {
+                    if !become_user(ids) {
+                        let msg = b"wasmtap: cannot switch the command to its user\n";
+                        libc::write(2, msg.as_ptr().cast(), msg.len());
+                        libc::_exit(126);
+                    }
+                }
+                libc::execv(c_path.as_ptr(), c_argv.as_ptr());
                 libc::_exit(127);
             }
         }
@@ -165,6 +180,22 @@ impl Drop for GatedChild {
             // SAFETY: closing the descriptor we own; the child then exits without exec.
             unsafe { libc::close(self.gate_write) };
         }
+    }
+}
+
+/// In a forked child: take `ids` (uid, gid, groups) with raw system calls, which change
+/// only the calling thread (the only one after fork). Groups first: after setresuid the
+/// child may no longer change them.
+///
+/// # Safety
+/// Call only in the child of a fork, before exec.
+unsafe fn become_user(ids: &(u32, u32, Vec<libc::gid_t>)) -> bool {
+    let (uid, gid, groups) = ids;
+    // SAFETY: `groups` is a valid array of its length; the others take integers only.
+    unsafe {
+        libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) == 0
+            && libc::syscall(libc::SYS_setresgid, *gid, *gid, *gid) == 0
+            && libc::syscall(libc::SYS_setresuid, *uid, *uid, *uid) == 0
     }
 }
 

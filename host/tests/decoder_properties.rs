@@ -97,6 +97,8 @@ fn recording() -> impl Strategy<Value = Recording> {
 }
 
 fn write(path: &Path, (header, chunks, trailer): &Recording) {
+    // The writer never overwrites: each case writes a new file.
+    let _ = std::fs::remove_file(path);
     let mut w = Writer::create(path, header).unwrap();
     for bytes in chunks {
         let records = wasmtap_abi::Records::new(bytes).count() as u64;

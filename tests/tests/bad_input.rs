@@ -127,3 +127,72 @@ fn declared_sizes_past_their_limits_are_refused_at_start_naming_field_value_and_
         "100000 Hz is more than the 10000 Hz allowed",
     );
 }
+
+/// A fresh directory for a test's files.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("wasmtap-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_recording_is_never_written_through_a_symlink() {
+    let dir = scratch("rec-link");
+    let (target, link) = (dir.join("victim"), dir.join("run.wtrec"));
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    fails_with(
+        &["record", "syscount", "-o", link.to_str().unwrap()],
+        &format!(
+            "cannot create recording {}: it is a symbolic link (wasmtap does not write through links)",
+            link.display()
+        ),
+    );
+    assert!(!target.exists(), "nothing created through the link");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn an_existing_recording_is_not_overwritten() {
+    let dir = scratch("rec-exists");
+    let path = dir.join("run.wtrec");
+    std::fs::write(&path, b"keep me").unwrap();
+    fails_with(
+        &["record", "syscount", "-o", path.to_str().unwrap()],
+        &format!(
+            "cannot create recording {}: it already exists (wasmtap does not overwrite; remove it or choose another name)",
+            path.display()
+        ),
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), b"keep me");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_flame_graph_is_never_written_through_a_symlink() {
+    let dir = scratch("svg-link");
+    let (target, link) = (dir.join("victim"), dir.join("cpu.svg"));
+    std::fs::write(&target, b"keep me").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let recording = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/profile.wtrec");
+    fails_with(
+        &["replay", recording.to_str().unwrap(), "profile", "--flamegraph", link.to_str().unwrap()],
+        &format!(
+            "cannot create flame graph {}: it is a symbolic link (wasmtap does not write through links)",
+            link.display()
+        ),
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_run_that_cannot_start_leaves_no_recording_behind() {
+    let dir = scratch("rec-removed");
+    let path = dir.join("run.wtrec");
+    // A plugin that does not exist stops the run after the file is made: it is removed again.
+    let o = run(wasmtap().args(["record", "nosuchplugin", "-o", path.to_str().unwrap()]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!path.exists(), "a run that cannot start leaves no recording behind");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -166,6 +166,8 @@ fn record_then_replay_is_byte_identical_and_matches_the_live_run() {
     let live = run(wasmtap().args(["record", "syscount", "-c", &cmd, "-o"]).arg(&file));
     assert_eq!(live.status.code(), Some(0), "{}", stderr(&live));
     assert_eq!(map_value(&stdout(&live), "syscall", "getppid"), Some(300_000));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600, "a recording is private");
     // World-readable so an unprivileged user can replay it.
     std::process::Command::new("chmod").args(["-R", "a+rX"]).arg(&dir).status().unwrap();
     let replay = || {

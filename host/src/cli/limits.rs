@@ -79,14 +79,14 @@ pub struct LimitSet {
     one: BTreeMap<String, Vec<(String, Setting)>>,
 }
 
-/// How one flag's value becomes a setting; `None` for a bad value.
-type ParseSetting = fn(&str) -> Option<Setting>;
+/// A limit flag: its name, its raw values, and how one value parses.
+type Flag<'a> = (&'a str, &'a Vec<String>, fn(&str) -> Option<Setting>);
 
 impl LimitArgs {
     /// Parse every value; errors name the flag and the value.
     pub fn parse(&self) -> anyhow::Result<LimitSet> {
         let mut set = LimitSet::default();
-        let flags: [(&str, &Vec<String>, ParseSetting); 8] = [
+        let flags: [Flag<'_>; 8] = [
             ("--memory-mib", &self.memory_mib, |v| {
                 v.parse::<usize>().ok().filter(|m| (1..=4096).contains(m)).map(|m| Setting::Memory(m << 20))
             }),

@@ -33,7 +33,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run plugins over live kernel events (needs root).
+    /// Run plugins over live kernel events (needs CAP_BPF, CAP_PERFMON, CAP_DAC_READ_SEARCH, or root).
     Run(RunArgs),
     /// List the probes this kernel offers, with their fields.
     List(ListArgs),
@@ -68,6 +68,10 @@ pub struct TraceArgs {
     /// Run this command and trace it and its children; stop when it exits.
     #[arg(short = 'c', long = "cmd", value_name = "'CMD ARGS'", conflicts_with = "pids")]
     command: Option<String>,
+    /// Run the -c command as USER (name or uid), with that user's groups. Default: the
+    /// user who ran sudo (SUDO_UID), else wasmtap's own user; `root` only when wasmtap runs as root.
+    #[arg(long, value_name = "USER", requires = "command")]
+    run_as: Option<String>,
     /// Stop after this long, e.g. 5s.
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -85,13 +89,14 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
-    /// The sink these options describe, on stdout and stderr.
-    fn open(&self) -> crate::output::Output {
+    /// The sink these options describe, on stdout and stderr; the flame graph's file is
+    /// created now.
+    fn open(&self) -> anyhow::Result<crate::output::Output> {
         let mut out = crate::output::Output::stdio(self.format);
         if let Some(path) = &self.flamegraph {
-            out.set_flamegraph(path.clone());
+            out.set_flamegraph(path.clone()).map_err(anyhow::Error::msg)?;
         }
-        out
+        Ok(out)
     }
 }
 

@@ -38,7 +38,7 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         sandbox.set_symbols(Box::new(crate::plugin::symbols::Table::new(&trailer.symbols)));
     }
     plugins.resolve(&Source::Recorded(&table))?;
-    let mut out = args.output.open();
+    let mut out = args.output.open()?;
     for w in plugins.warnings() {
         out.diag(&w);
     }

@@ -1,5 +1,6 @@
 //! `wasmtap run` and `wasmtap record`.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -12,7 +13,9 @@ use crate::collect::table::Source;
 use crate::output::Format;
 use crate::pipeline::{self, LiveOptions};
 use crate::plugin::{self, params, PluginSet, Runner};
+use crate::privilege;
 use crate::sandbox::{Clock, Sandbox};
+use crate::sys::creds::User;
 use crate::sys::GatedChild;
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
@@ -33,20 +36,28 @@ fn trace(
 ) -> anyhow::Result<Outcome> {
     // The kernel's BTF takes longest to start: parse it while the plugins load.
     crate::collect::live::prefetch_loader();
+    // Files first: a bad path stops the run before anything is traced, and once attached
+    // the host gives up the privileges that let it create files anywhere.
+    let mut created = Created::default();
+    let recording = match record_to {
+        Some(path) => {
+            let file = crate::private::create("recording", path)?;
+            Some((created.add(path), file))
+        }
+        None => None,
+    };
+    let mut out = output.open()?;
+    if let Some(path) = &output.flamegraph {
+        created.add(path);
+    }
     let sandbox = Sandbox::new()?;
     let Some(mut plugins) =
         start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" }, true)?
     else {
         return Ok(Outcome::Clean);
     };
-    let mut child = match &trace.command {
-        Some(cmd) => {
-            let argv =
-                shlex::split(cmd).filter(|a| !a.is_empty()).with_context(|| format!("cannot parse command `{cmd}`"))?;
-            Some(GatedChild::spawn(&argv).with_context(|| format!("cannot start `{cmd}`"))?)
-        }
-        None => None,
-    };
+    let user = privilege::command_user(trace.run_as.as_deref())?;
+    let mut child = spawn_command(trace, user.as_ref())?;
     for pid in &trace.pids {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             bail!("no process with pid {pid}");
@@ -78,11 +89,10 @@ fn trace(
     if let Some(values) = live.take_values() {
         plugins.attach_kernel_values(values);
     }
-    let writer = match record_to {
-        Some(path) => Some(Writer::create(path, &recording_header(&plugins))?),
+    let writer = match recording {
+        Some((path, file)) => Some(Writer::new(file, &path, &recording_header(&plugins))?),
         None => None,
     };
-    let mut out = output.open();
     for w in plugins.warnings() {
         out.diag(&w);
     }
@@ -98,12 +108,48 @@ fn trace(
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     let symbols = crate::plugin::symbols::Live::start().context("cannot start the symbolizer thread")?;
     sandbox.set_symbols(Box::new(symbols.clone()));
+    let other_user = user.as_ref().is_some_and(|u| u.uid != crate::sys::creds::uids().1);
+    privilege::drop_after_attach(privilege::keep_after_attach(plugins.table.has_addresses(), other_user))?;
+    created.keep();
     let opts =
         LiveOptions { stop, duration: trace.duration, child: child.take(), record: writer, symbols: Some(symbols) };
     let accounting = pipeline::run_live(&mut plugins, live, rx, opts, &mut out)?;
     out.accounting(&accounting, common.stats);
     out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })
+}
+
+/// Fork the `-c` command, held before exec, as `user` if given.
+fn spawn_command(trace: &TraceArgs, user: Option<&User>) -> anyhow::Result<Option<GatedChild>> {
+    let Some(cmd) = &trace.command else { return Ok(None) };
+    let argv = shlex::split(cmd).filter(|a| !a.is_empty()).with_context(|| format!("cannot parse command `{cmd}`"))?;
+    Ok(Some(GatedChild::spawn(&argv, user).with_context(|| format!("cannot start `{cmd}`"))?))
+}
+
+/// Files this run created, removed again if it stops before tracing.
+#[derive(Default)]
+struct Created {
+    paths: Vec<PathBuf>,
+}
+
+impl Created {
+    fn add(&mut self, path: &Path) -> PathBuf {
+        self.paths.push(path.to_path_buf());
+        path.to_path_buf()
+    }
+
+    /// The run has started: the files are its output now.
+    fn keep(&mut self) {
+        self.paths.clear();
+    }
+}
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        for path in &self.paths {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 fn recording_header(plugins: &PluginSet) -> Header {

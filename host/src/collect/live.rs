@@ -2,7 +2,7 @@
 //! filters into their maps, and drains their ring buffers on a thread of its own so a
 //! slow plugin never stalls the kernel side: when the pipeline falls too far behind,
 //! the thread stops draining and the kernel counts what it cannot write, per probe
-//! ([`super::rows`]). Needs root (CAP_BPF, CAP_PERFMON).
+//! ([`super::rows`]). Needs the capabilities in [`crate::privilege::ATTACH`].
 //!
 //! Ring buffers are written with `BPF_RB_NO_WAKEUP` (a wakeup costs a VM exit per event
 //! on these machines), so the drain thread polls every millisecond instead of waiting.
@@ -58,10 +58,8 @@ const BYTES_IN_FLIGHT: u64 = 64 << 20;
 /// Why the live source could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
-    #[error(
-        "loading collectors needs root (CAP_BPF and CAP_PERFMON); `wasmtap replay` runs a recording without privileges"
-    )]
-    NotRoot,
+    #[error(transparent)]
+    Privilege(#[from] crate::privilege::PrivilegeError),
     #[error("cannot load the {collector:?} collector: {reason}")]
     Load { collector: Collector, reason: String },
     #[error("cannot attach {what}: {reason}")]
@@ -134,9 +132,7 @@ pub struct Live {
 impl Live {
     /// Load, configure and attach what `config` needs; events arrive on the receiver.
     pub fn start(config: &LiveConfig) -> Result<(Live, ChunkReceiver), CollectError> {
-        if crate::sys::euid() != 0 {
-            return Err(CollectError::NotRoot);
-        }
+        crate::privilege::check_attach(!config.table.user.is_empty())?;
         crate::collect::tracefs::ensure_mounted();
         let collectors: BTreeSet<Collector> = config.kinds.iter().map(|k| collector_of(*k)).collect();
         let mut objects = Vec::new();

@@ -64,6 +64,8 @@ pub struct SymbolEntry {
 pub enum RecordingError {
     #[error("cannot open recording {path}: {source}")]
     Open { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Create(#[from] crate::private::PrivateFileError),
     #[error("cannot write recording {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a wasmtap recording (bad magic)")]
@@ -79,9 +81,13 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Create `path` and write the header.
+    /// Create `path`, private (see [`crate::private`]), and write the header.
     pub fn create(path: &Path, header: &Header) -> Result<Writer, RecordingError> {
-        let file = File::create(path).map_err(|source| RecordingError::Open { path: path.into(), source })?;
+        Writer::new(crate::private::create("recording", path)?, path, header)
+    }
+
+    /// Write the header to `file`, a new recording at `path`.
+    pub fn new(file: File, path: &Path, header: &Header) -> Result<Writer, RecordingError> {
         let mut w = Writer { out: BufWriter::with_capacity(1 << 20, file), path: path.into() };
         let json = serde_json::to_vec(header).expect("header serializes");
         w.put(MAGIC)?;

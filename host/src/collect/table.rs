@@ -214,6 +214,13 @@ impl ProbeTable {
         named.unwrap_or_else(|| row.to_string())
     }
 
+    /// True if records may carry stacks or user addresses, which plugins symbolize.
+    pub fn has_addresses(&self) -> bool {
+        self.has_user_addresses()
+            || self.tracepoints.iter().any(|t| t.stacks != 0)
+            || self.perf.iter().any(|p| p.stacks != 0)
+    }
+
     /// True if records may carry user addresses (user probes, user stacks), whose
     /// processes' memory maps the symbolizer must see while they run.
     pub fn has_user_addresses(&self) -> bool {

@@ -29,15 +29,14 @@ pub const ROOT: &str = "/sys/kernel/tracing";
 /// Largest offset or size accepted: `__data_loc` locators address a record with 16 bits.
 const MAX_OFFSET: u64 = 65535;
 
-/// Mount tracefs at [`ROOT`] if it is not there yet (needs root; best effort).
+/// Mount tracefs at [`ROOT`] if it is not there yet (needs CAP_SYS_ADMIN; best effort:
+/// without it, reading a format file then names the missing path). Through mount(2), so
+/// no `mount` program is looked up in `$PATH`.
 pub fn ensure_mounted() {
     if Path::new(ROOT).join("events").is_dir() {
         return;
     }
-    let _ = std::process::Command::new("mount")
-        .args(["-t", "tracefs", "tracefs", ROOT])
-        .stderr(std::process::Stdio::null())
-        .status();
+    let _ = crate::sys::creds::mount_tracefs(ROOT);
 }
 
 /// Why a tracepoint or its format could not be found or read.

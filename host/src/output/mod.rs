@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! let mut out = Output::stdio(Format::Folded);
-//! out.set_flamegraph("cpu.svg".into());
+//! out.set_flamegraph("cpu.svg".into())?; // created now, private (crate::private)
 //! out.aggregations("profile", &aggs); // `main;work;hot 90` on stdout
 //! out.close()?;                       // cpu.svg drawn from the latest stacks
 //! ```
@@ -55,8 +55,8 @@ pub struct Output {
     out: Box<dyn Write>,
     err: Box<dyn Write>,
     broken: bool,
-    /// Where `close` draws the flame graph.
-    flamegraph: Option<PathBuf>,
+    /// The file `close` draws the flame graph into, created up front.
+    flamegraph: Option<(PathBuf, std::fs::File)>,
     /// The latest folded lines of each stack aggregation, by (plugin, name).
     stacks: BTreeMap<(String, String), Stacks>,
     /// Aggregations already reported as having no folded form.
@@ -84,9 +84,14 @@ impl Output {
         }
     }
 
-    /// Draw the stack aggregations as an SVG flame graph into `path` at [`close`](Output::close).
-    pub fn set_flamegraph(&mut self, path: PathBuf) {
-        self.flamegraph = Some(path);
+    /// Draw the stack aggregations as an SVG flame graph into `path` at
+    /// [`close`](Output::close). The file is created now, private and new (see
+    /// [`crate::private`]): a live run can no longer create files once it has dropped
+    /// its privileges, and a bad path is better reported before tracing than after.
+    pub fn set_flamegraph(&mut self, path: PathBuf) -> Result<(), String> {
+        let file = crate::private::create("flame graph", &path).map_err(|e| e.to_string())?;
+        self.flamegraph = Some((path, file));
+        Ok(())
     }
 
     /// True once stdout was closed by the reader (e.g. `| head`): stop quietly.
@@ -246,13 +251,18 @@ impl Output {
     /// error names the file.
     pub fn close(&mut self) -> Result<(), String> {
         self.flush();
-        let Some(path) = self.flamegraph.take() else { return Ok(()) };
+        let Some((path, mut file)) = self.flamegraph.take() else { return Ok(()) };
         let (title, lines) = flamegraph_input(&self.stacks);
-        if lines.is_empty() {
-            return Err(format!("flame graph {}: no aggregation keyed by a stack has counts to draw", path.display()));
-        }
-        let svg = flamegraph_svg(&title, &lines).map_err(|e| format!("{}: {e}", path.display()))?;
-        std::fs::write(&path, svg).map_err(|e| format!("cannot write flame graph {}: {e}", path.display()))
+        let svg = if lines.is_empty() {
+            Err(format!("flame graph {}: no aggregation keyed by a stack has counts to draw", path.display()))
+        } else {
+            flamegraph_svg(&title, &lines).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let svg = svg.inspect_err(|_| {
+            // Best effort: after a live run drops its privileges the directory may not allow it.
+            let _ = std::fs::remove_file(&path);
+        })?;
+        file.write_all(&svg).map_err(|e| format!("cannot write flame graph {}: {e}", path.display()))
     }
 
     /// The accounting report: always in JSON, in text only when asked or when events were lost.
