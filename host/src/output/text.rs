@@ -326,6 +326,9 @@ fn plugin_line(p: &crate::plugin::PluginStats) -> String {
     if p.output_dropped > 0 {
         line += &format!("  output dropped {} ({} KiB)", p.output_dropped, p.output_dropped_bytes >> 10);
     }
+    if p.symbolize_refused > 0 {
+        line += &format!("  symbolize refused {}", p.symbolize_refused);
+    }
     if p.faults > 0 || p.restarts > 0 {
         line += &format!("  faults {}  restarts {}", p.faults, p.restarts);
     }
