@@ -487,6 +487,41 @@ not a maps line
     }
 
     #[test]
+    fn blazesym_reads_a_private_copy_that_the_owners_truncation_does_not_reach() {
+        use std::os::unix::fs::PermissionsExt;
+        // A copy of this test binary that anyone may write, and the file offset of a function in it.
+        let addr = wasmtap_symbolize_probe as *const () as u64;
+        let exe = std::env::current_exe().unwrap();
+        let maps = parse_maps(&fs::read_to_string("/proc/self/maps").unwrap());
+        let map =
+            maps.iter().find(|m| m.exec && m.start <= addr && addr < m.end && std::path::Path::new(&m.path) == exe);
+        let map = map.unwrap();
+        let offset = addr - map.start + map.offset;
+        let dir = std::env::temp_dir().join(format!("wasmtap-trunc-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let bin = dir.join("bin");
+        fs::copy(&exe, &bin).unwrap();
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o666)).unwrap();
+
+        let symbols = &mut Symbolizer::new();
+        let file = symbols.files.open(&bin, |_| {}).unwrap();
+        assert!(file.copied, "{file:?}");
+        let target = Target::File(file);
+        let name = |symbols: &Symbolizer| {
+            let mut frames = vec![Frame { addr: offset, ..Frame::default() }];
+            let (src, wrap) = target.source(false).unwrap();
+            fill_unnamed(&symbols.blaze, &src, wrap, &mut frames, &[0], &[offset]);
+            frames[0].symbol.clone()
+        };
+        assert_eq!(name(symbols), "wasmtap_symbolize_probe");
+        // The owner truncates the binary while blazesym holds it. A map of the original loses
+        // its pages (SIGBUS for a read that was under way); the copy keeps answering.
+        fs::File::options().write(true).open(&bin).unwrap().set_len(0).unwrap();
+        assert_eq!(name(symbols), "wasmtap_symbolize_probe");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn names_a_function_with_its_line_after_the_process_exited() {
         let dir = std::env::temp_dir().join(format!("wasmtap-symbolize-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
