@@ -7,7 +7,8 @@
 //! deleted or replaced since the snapshot is read through the live process when it still runs;
 //! otherwise its frames stay unnamed rather than wrongly named. Kernel addresses resolve through
 //! `/proc/kallsyms` (and a `vmlinux` with DWARF when one is installed), which shows real
-//! addresses to root only.
+//! addresses to root only. blazesym maps the files it reads, so it only sees files that no
+//! one but root can change under it, or private copies ([`files`]).
 //!
 //! ```no_run
 //! use wasmtap::symbolize::Symbolizer;
@@ -20,6 +21,8 @@
 //!     println!("{}", frame.display()); // "spin_here+0x3 (x.c:4)"
 //! }
 //! ```
+
+mod files;
 
 use std::collections::{HashMap, VecDeque};
 use std::fs;
@@ -210,7 +213,7 @@ fn map_files(pid: u32, map: &Mapping) -> PathBuf {
 #[derive(PartialEq)]
 enum Target {
     /// An ELF file, addressed by file offset.
-    File(PathBuf),
+    File(files::Readable),
     /// Our own vDSO, addressed by absolute address: it is the same image in every process of
     /// the same ABI, and no file holds it.
     OwnVdso,
@@ -219,11 +222,13 @@ enum Target {
 type Wrap = fn(&[u64]) -> Input<&[u64]>;
 
 impl Target {
-    fn source(&self, debug_syms: bool) -> (Source<'static>, Wrap) {
-        match self {
-            Target::File(path) => (Elf { debug_syms, ..Elf::new(path) }.into(), |a| Input::FileOffset(a)),
+    /// The source to read, or `None` where debug information may not be read.
+    fn source(&self, debug_syms: bool) -> Option<(Source<'static>, Wrap)> {
+        Some(match self {
+            Target::File(f) if debug_syms && !f.debug => return None,
+            Target::File(f) => (Elf { debug_syms, ..Elf::new(&f.path) }.into(), |a| Input::FileOffset(a)),
             Target::OwnVdso => (Process { debug_syms, ..Process::new(Pid::Slf) }.into(), |a| Input::AbsAddr(a)),
-        }
+        })
     }
 }
 
@@ -236,6 +241,8 @@ pub struct Symbolizer {
     /// `(base, size, "[name]")` from `/proc/modules`, read on the first kernel lookup.
     modules: Option<Vec<(u64, u64, String)>>,
     own_vdso: Option<Mapping>,
+    /// The files blazesym may map.
+    files: files::Files,
 }
 
 impl Default for Symbolizer {
@@ -250,7 +257,8 @@ impl Symbolizer {
         let blaze = blazesym::symbolize::Symbolizer::builder().enable_inlined_fns(false).build();
         let own_maps = fs::read_to_string("/proc/self/maps").unwrap_or_default();
         let own_vdso = parse_maps(&own_maps).into_iter().find(|m| m.path == "[vdso]");
-        Symbolizer { blaze, procs: HashMap::new(), order: VecDeque::new(), modules: None, own_vdso }
+        let (procs, order, files) = (HashMap::new(), VecDeque::new(), files::Files::default());
+        Symbolizer { blaze, procs, order, modules: None, own_vdso, files }
     }
 
     /// Snapshot the executable mappings of `pid` unless it is already known. Call it on the first
@@ -300,7 +308,7 @@ impl Symbolizer {
         };
         // Frames grouped by where their symbols are read; each file is checked once per call.
         let mut groups: Vec<(Target, Vec<usize>, Vec<u64>)> = Vec::new();
-        let mut checked: HashMap<u64, Option<PathBuf>> = HashMap::new();
+        let mut checked: HashMap<u64, Option<files::Readable>> = HashMap::new();
         for (i, frame) in frames.iter_mut().enumerate() {
             let Some(exec) = snapshot.find(frame.addr) else { continue };
             frame.module = exec.map.path.clone();
@@ -310,7 +318,13 @@ impl Symbolizer {
                     None => continue,
                 }
             } else {
-                let file = checked.entry(exec.map.start).or_insert_with(|| readable_file(pid, exec, alive));
+                let (blaze, files) = (&mut self.blaze, &mut self.files);
+                let file = checked.entry(exec.map.start).or_insert_with(|| {
+                    let path = readable_file(pid, exec, alive)?;
+                    files.open(&path, |gone| {
+                        let _ = blaze.evict(&blazesym::symbolize::evict::Elf::new(gone).into());
+                    })
+                });
                 let Some(file) = file else { continue };
                 (Target::File(file.clone()), (frame.addr - exec.map.start).wrapping_add(exec.map.offset))
             };
@@ -326,7 +340,7 @@ impl Symbolizer {
         // symbols, so unnamed frames get a second pass without it.
         for (target, idx, inputs) in groups {
             for debug_syms in [true, false] {
-                let (src, wrap) = target.source(debug_syms);
+                let Some((src, wrap)) = target.source(debug_syms) else { continue };
                 fill_unnamed(&self.blaze, &src, wrap, &mut frames, &idx, &inputs);
             }
         }
@@ -470,6 +484,41 @@ not a maps line
         let frames = symbols.user(pid, &[addr]);
         assert_eq!((frames[0].symbol.as_str(), frames[0].offset), ("wasmtap_symbolize_probe", 0), "{frames:?}");
         assert_eq!(frames[0].module, std::env::current_exe().unwrap().to_str().unwrap());
+    }
+
+    #[test]
+    fn blazesym_reads_a_private_copy_that_the_owners_truncation_does_not_reach() {
+        use std::os::unix::fs::PermissionsExt;
+        // A copy of this test binary that anyone may write, and the file offset of a function in it.
+        let addr = wasmtap_symbolize_probe as *const () as u64;
+        let exe = std::env::current_exe().unwrap();
+        let maps = parse_maps(&fs::read_to_string("/proc/self/maps").unwrap());
+        let map =
+            maps.iter().find(|m| m.exec && m.start <= addr && addr < m.end && std::path::Path::new(&m.path) == exe);
+        let map = map.unwrap();
+        let offset = addr - map.start + map.offset;
+        let dir = std::env::temp_dir().join(format!("wasmtap-trunc-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let bin = dir.join("bin");
+        fs::copy(&exe, &bin).unwrap();
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o666)).unwrap();
+
+        let symbols = &mut Symbolizer::new();
+        let file = symbols.files.open(&bin, |_| {}).unwrap();
+        assert!(file.copied, "{file:?}");
+        let target = Target::File(file);
+        let name = |symbols: &Symbolizer| {
+            let mut frames = vec![Frame { addr: offset, ..Frame::default() }];
+            let (src, wrap) = target.source(false).unwrap();
+            fill_unnamed(&symbols.blaze, &src, wrap, &mut frames, &[0], &[offset]);
+            frames[0].symbol.clone()
+        };
+        assert_eq!(name(symbols), "wasmtap_symbolize_probe");
+        // The owner truncates the binary while blazesym holds it. A map of the original loses
+        // its pages (SIGBUS for a read that was under way); the copy keeps answering.
+        fs::File::options().write(true).open(&bin).unwrap().set_len(0).unwrap();
+        assert_eq!(name(symbols), "wasmtap_symbolize_probe");
+        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

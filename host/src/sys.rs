@@ -53,6 +53,31 @@ pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// An anonymous file in memory (`memfd_create`), close-on-exec, that may be sealed.
+pub fn memfd(name: &str) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    let name = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create returned a new descriptor that nothing else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Seal a memfd for good: it can no longer shrink, grow or be written, so a map of it
+/// cannot lose its pages (no SIGBUS) and its content cannot change under a reader.
+pub fn seal(file: &std::fs::File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl(F_ADD_SEALS) on a descriptor `file` owns; it takes an int and touches no memory.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// This process's resident set size now and at its peak, in bytes (`VmRSS`, `VmHWM`).
 pub fn rss_bytes() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

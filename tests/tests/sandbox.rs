@@ -109,6 +109,50 @@ fn hostile_plugins_are_stopped_while_syscount_stays_exact() {
 }
 
 #[test]
+fn a_symbolize_flood_and_a_foreign_pid_are_refused_while_syscount_stays_exact() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 1,000,000 getppid calls in 20 rounds 100 ms apart. syscount is timed alone over
+    // the same workload first: beside the hostile plugin the run may take one second more.
+    let cmd = format!("{} 20 50000 100", workload("getppid_paced").display());
+    let alone = std::time::Instant::now();
+    let o = run(wasmtap().args(["run", "syscount", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let alone = alone.elapsed();
+    let started = std::time::Instant::now();
+    let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("symflood")).args(["-c", &cmd, "-o", "json"]));
+    let took = started.elapsed();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "the disabled plugin makes the run end with problems\n{err}");
+    let lines = json_lines(&out);
+    assert_eq!(getppid_count(&lines), 1_000_000, "{err}");
+    let acct = accounting(&lines);
+    let reached = u(&acct["kernel"]["kinds"]["sys_enter"]["emitted"]);
+    let good = plugin(acct, "syscount");
+    assert!(good["disabled"].is_null() && u(&good["dropped"]) == 0 && u(&good["faults"]) == 0, "{good}");
+    assert_eq!(u(&acct["kernel"]["kinds"]["sys_enter"]["dropped"]), 0, "{acct}");
+
+    let p = plugin(acct, "symflood");
+    // Pid 1 never appeared in its records: three requests refused, unknown frames only.
+    assert_eq!(u(&p["symbolize_refused"]), 3, "{p}");
+    assert!(err.contains("symflood: pid 1 gave 0 named frames"), "{err}");
+    // The flood is stopped before any work, with one line naming the limit.
+    let limit = "host.symbolize: 1000000 stack requests in one call, more than the 4096 allowed";
+    assert_eq!(p["last_fault"]["kind"], "contract", "{p}");
+    assert_eq!(p["last_fault"]["reason"], limit, "{p}");
+    assert_eq!(err.matches(limit).count(), 1, "{err}");
+    assert!(err.contains(&format!("plugin `symflood` disabled in on-batch: {limit}")), "{err}");
+    assert_eq!(u(&p["batches"]), 2, "stopped in its second call, the first flood: {p}");
+    assert_conserved(p, reached);
+    let peak = u(&acct["host"]["peak_rss_bytes"]);
+    assert!(peak < 200 << 20, "peak RSS {} MiB", peak >> 20);
+    let late = took.saturating_sub(alone);
+    assert!(late < std::time::Duration::from_secs(1), "took {took:?}, syscount alone {alone:?}");
+}
+
+#[test]
 fn a_plugin_importing_the_filesystem_is_refused_beside_a_good_one() {
     let _g = serial();
     let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("fsreader")));

@@ -342,6 +342,9 @@ fn plugin_line(p: &crate::plugin::PluginStats) -> String {
     if p.ticks_skipped > 0 {
         line += &format!("  ticks skipped {}", p.ticks_skipped);
     }
+    if p.symbolize_refused > 0 {
+        line += &format!("  symbolize refused {}", p.symbolize_refused);
+    }
     if p.faults > 0 || p.restarts > 0 {
         line += &format!("  faults {}  restarts {}", p.faults, p.restarts);
     }

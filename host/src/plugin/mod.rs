@@ -113,6 +113,11 @@ pub struct PluginStats {
     pub restarts: u64,
     /// Seconds in which it went over its CPU or output budget.
     pub budget_overruns: u64,
+    /// `host.symbolize` requests answered with unknown frames because they named a process
+    /// the plugin was not shown (or the kernel, where the run may not see it).
+    pub symbolize_refused: u64,
+    /// Processes its symbolize scope forgot because it was full.
+    pub symbolize_scope_forgotten: u64,
     /// CPU time spent in the plugin, and its longest single call.
     pub cpu_ms: u64,
     /// CPU time the host spent rendering its output and reports, charged to its CPU budget.
@@ -364,6 +369,10 @@ pub struct Runner {
     /// What a new instance is given after a restart.
     schemas: Vec<Option<types::ProbeSchema>>,
     aggs_reader: Option<crate::agg::PluginAggs>,
+    /// The processes whose records were queued for it: what `host.symbolize` may name.
+    scope: crate::sandbox::SharedScope,
+    /// Pids of the queued batch, not yet in `scope` (one lock per batch, not per record).
+    batch_pids: Vec<u32>,
 }
 
 /// Host work done for a plugin, measured from [`HostWork::begin`] to [`HostWork::end`]:
@@ -416,6 +425,8 @@ impl Runner {
         let sub_stats =
             plan.subscriptions.iter().map(|s| ProbeStats { probe: s.probe.clone(), ..Default::default() }).collect();
         let code = loaded.cache_outcome().to_string();
+        let scope = crate::sandbox::SharedScope::default();
+        instance.set_symbol_scope(scope.clone());
         let stats = PluginStats { name: name.clone(), code, warnings, limits: limits.clone(), ..Default::default() };
         Ok(Runner {
             info,
@@ -443,6 +454,8 @@ impl Runner {
             agg_ids: Vec::new(),
             schemas: Vec::new(),
             aggs_reader: None,
+            scope,
+            batch_pids: Vec::new(),
         })
     }
 
@@ -487,6 +500,9 @@ impl Runner {
         self.batch[start + header::SUB..start + header::SUB + 2].copy_from_slice(&(i as u16).to_le_bytes());
         self.batch_records += 1;
         self.batch_subs[i] += 1;
+        if self.batch_pids.last() != Some(&rec.pid()) {
+            self.batch_pids.push(rec.pid());
+        }
         if self.batch_records >= BATCH_RECORDS {
             self.flush(out, clock);
         }
@@ -498,6 +514,9 @@ impl Runner {
             return;
         }
         self.batch_records = 0;
+        let mut scope = self.scope.lock().unwrap_or_else(|e| e.into_inner());
+        self.batch_pids.drain(..).for_each(|pid| scope.insert(pid));
+        drop(scope);
         self.arm();
         let res = match self.instance.as_mut() {
             Some(inst) => {
@@ -770,6 +789,7 @@ impl Runner {
         }
         self.cpu_charged_ns = 0;
         inst.set_schemas(self.schemas.clone());
+        inst.set_symbol_scope(self.scope.clone());
         if let Some(aggs) = &self.aggs_reader {
             inst.set_aggregates(Box::new(aggs.clone()));
         }
@@ -863,6 +883,9 @@ impl Runner {
         stats.dropped_budget = sum(|s| s.dropped_budget);
         stats.dropped_fault = sum(|s| s.dropped_fault);
         stats.dropped = stats.dropped_budget + stats.dropped_fault;
+        let scope = self.scope.lock().unwrap_or_else(|e| e.into_inner());
+        (stats.symbolize_refused, stats.symbolize_scope_forgotten) = (scope.refused, scope.forgotten);
+        drop(scope);
         let meter = self.instance.as_ref().map(Instance::meter).unwrap_or_default();
         stats.cpu_ms = (self.cpu_base_ns + meter.cpu_ns) / 1_000_000;
         stats.host_cpu_ms = self.host_cpu_ns / 1_000_000;

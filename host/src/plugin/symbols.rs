@@ -4,55 +4,107 @@
 //! of `wasmtap record` from every address its stacks hold.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtap_abi::{Kind, Records};
 
 use crate::collect::recording::SymbolEntry as Recorded;
-use crate::sandbox::types;
-use crate::sandbox::Symbols;
+use crate::sandbox::{types, Answer, Symbols, SymbolsError};
 use crate::symbolize::{Frame, Symbolizer};
 
 /// Distinct addresses kept for a recording's symbol table, at most.
 const RECORDED_ADDRS_MAX: usize = 1 << 20;
+/// How long `wasmtap record` waits for its symbol table at the end of a run.
+const TABLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A symbolizer busy this long with one request is given up. Far above a call's deadline,
+/// so that a plugin that calls with almost none left faults alone, without costing other
+/// plugins their symbols.
+const STUCK_AFTER: Duration = Duration::from_secs(2);
+
+/// What the symbolizer thread does; [`Symbolizer`] in a run, a stand-in in tests.
+pub trait Resolve {
+    fn observe(&mut self, pid: u32);
+    fn kernel(&mut self, addrs: &[u64]) -> Vec<Frame>;
+    fn user(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame>;
+}
+
+impl Resolve for Symbolizer {
+    fn observe(&mut self, pid: u32) {
+        Symbolizer::observe(self, pid)
+    }
+    fn kernel(&mut self, addrs: &[u64]) -> Vec<Frame> {
+        Symbolizer::kernel(self, addrs)
+    }
+    fn user(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        Symbolizer::user(self, pid, addrs)
+    }
+}
+
+/// One stack to symbolize: user addresses of a pid, or kernel addresses.
+type Stack = (u32, bool, Vec<u64>);
 
 /// The live symbolizer. blazesym's state is not `Send`, so it lives on a thread of its
 /// own; the pipeline shows it processes as their events pass, and plugins ask it for
-/// frames, both through a channel.
+/// frames, both through a channel. A thread that stops answering (a binary on a hung
+/// file system, pathological debug info) is given up: the call that waited faults, and
+/// the run goes on without symbols.
 #[derive(Clone)]
 pub struct Live {
     tx: Sender<Request>,
+    stuck: Arc<AtomicBool>,
+    /// When the thread began its current request (monotonic ns); 0 when idle.
+    busy_since: Arc<AtomicU64>,
 }
 
 enum Request {
     Observe(Vec<u32>),
-    Kernel(Vec<u64>, Sender<Vec<Frame>>),
-    User(u32, Vec<u64>, Sender<Vec<Frame>>),
+    /// Stacks, answered with their frames and the thread's CPU time spent on them.
+    Stacks(Vec<Stack>, Sender<(Vec<Vec<Frame>>, u64)>),
 }
 
 impl Live {
     /// Start the symbolizer thread.
     pub fn start() -> std::io::Result<Live> {
+        Live::with(Symbolizer::new)
+    }
+
+    /// Start a symbolizer thread over what `make` builds on it.
+    pub fn with<R: Resolve, F: FnOnce() -> R + Send + 'static>(make: F) -> std::io::Result<Live> {
         let (tx, rx) = channel::<Request>();
+        let busy_since = Arc::new(AtomicU64::new(0));
+        let busy = busy_since.clone();
         std::thread::Builder::new().name("wasmtap-symbols".into()).spawn(move || {
-            let mut sym = Symbolizer::new();
+            let mut sym = make();
             for req in rx {
+                busy.store(crate::sys::monotonic_ns(), Ordering::Relaxed);
                 match req {
                     Request::Observe(pids) => pids.into_iter().for_each(|p| sym.observe(p)),
-                    Request::Kernel(addrs, reply) => {
-                        let _ = reply.send(sym.kernel(&addrs));
-                    }
-                    Request::User(pid, addrs, reply) => {
-                        let _ = reply.send(sym.user(pid, &addrs));
+                    Request::Stacks(stacks, reply) => {
+                        let cpu0 = crate::sys::thread_cpu_ns();
+                        let frames = stacks
+                            .iter()
+                            .map(|(pid, kernel, addrs)| match kernel {
+                                true => sym.kernel(addrs),
+                                false => sym.user(*pid, addrs),
+                            })
+                            .collect();
+                        let _ = reply.send((frames, crate::sys::thread_cpu_ns().saturating_sub(cpu0)));
                     }
                 }
+                busy.store(0, Ordering::Relaxed);
             }
         })?;
-        Ok(Live { tx })
+        Ok(Live { tx, stuck: Arc::default(), busy_since })
     }
 
     /// Snapshot the maps of every process with a user stack or a user probe in `bytes`.
     pub fn observe(&self, bytes: &[u8]) {
+        if self.stuck.load(Ordering::Relaxed) {
+            return;
+        }
         let mut pids = Vec::new();
         for rec in Records::new(bytes) {
             let user = match rec.kind() {
@@ -71,38 +123,59 @@ impl Live {
         }
     }
 
-    fn ask(&self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<Frame> {
-        let (reply, answer) = channel();
-        let req =
-            if kernel { Request::Kernel(addrs.to_vec(), reply) } else { Request::User(pid, addrs.to_vec(), reply) };
-        let unknown = || addrs.iter().map(|&addr| Frame { addr, ..Frame::default() }).collect();
-        if self.tx.send(req).is_err() {
-            return unknown();
+    /// Frames for `stacks` within `timeout`; unknown frames once the thread is given up.
+    fn ask(&self, stacks: Vec<Stack>, timeout: Duration) -> Result<(Vec<Vec<Frame>>, u64), SymbolsError> {
+        let unknown = |stacks: &[Stack]| {
+            let unknown = |addrs: &Vec<u64>| addrs.iter().map(|&addr| Frame { addr, ..Frame::default() }).collect();
+            (stacks.iter().map(|s| unknown(&s.2)).collect(), 0)
+        };
+        if self.stuck.load(Ordering::Relaxed) {
+            return Ok(unknown(&stacks));
         }
-        answer.recv().unwrap_or_else(|_| unknown())
+        let (reply, answer) = channel();
+        let kept = stacks.clone();
+        if self.tx.send(Request::Stacks(stacks, reply)).is_err() {
+            return Ok(unknown(&kept));
+        }
+        match answer.recv_timeout(timeout) {
+            Ok(answer) => Ok(answer),
+            Err(RecvTimeoutError::Disconnected) => Ok(unknown(&kept)),
+            Err(RecvTimeoutError::Timeout) => {
+                let since = self.busy_since.load(Ordering::Relaxed);
+                let busy = Duration::from_nanos(crate::sys::monotonic_ns().saturating_sub(since));
+                if since == 0 || busy < STUCK_AFTER {
+                    return Err(SymbolsError::Timeout(timeout));
+                }
+                self.stuck.store(true, Ordering::Relaxed);
+                Err(SymbolsError::GivenUp { timeout, busy })
+            }
+        }
     }
 
     /// Symbolize every address in `addrs`, for a recording's table.
     pub fn table(&self, addrs: &Addresses) -> Vec<Recorded> {
-        let kernel: Vec<u64> = addrs.kernel.iter().copied().collect();
-        let mut out: Vec<Recorded> =
-            self.ask(0, true, &kernel).into_iter().map(|frame| Recorded { pid: 0, kernel: true, frame }).collect();
+        let mut stacks: Vec<Stack> = vec![(0, true, addrs.kernel.iter().copied().collect())];
         let mut by_pid: HashMap<u32, Vec<u64>> = HashMap::new();
         for (pid, addr) in &addrs.user {
             by_pid.entry(*pid).or_default().push(*addr);
         }
         let mut pids: Vec<_> = by_pid.into_iter().collect();
         pids.sort();
-        for (pid, list) in pids {
-            out.extend(self.ask(pid, false, &list).into_iter().map(|frame| Recorded { pid, kernel: false, frame }));
-        }
-        out
+        stacks.extend(pids.into_iter().map(|(pid, list)| (pid, false, list)));
+        let keys: Vec<(u32, bool)> = stacks.iter().map(|s| (s.0, s.1)).collect();
+        let Ok((frames, _)) = self.ask(stacks, TABLE_TIMEOUT) else { return Vec::new() };
+        keys.into_iter()
+            .zip(frames)
+            .flat_map(|((pid, kernel), list)| list.into_iter().map(move |frame| Recorded { pid, kernel, frame }))
+            .collect()
     }
 }
 
 impl Symbols for Live {
-    fn frames(&mut self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<types::Frame> {
-        self.ask(pid, kernel, addrs).into_iter().map(wire).collect()
+    fn symbolize(&mut self, stacks: &[types::StackRequest], timeout: Duration) -> Result<Answer, SymbolsError> {
+        let asked = stacks.iter().map(|s| (s.pid, s.kernel, s.addrs.clone())).collect();
+        let (frames, cpu_ns) = self.ask(asked, timeout)?;
+        Ok(Answer { frames: frames.into_iter().map(|list| list.into_iter().map(wire).collect()).collect(), cpu_ns })
     }
 }
 
@@ -144,8 +217,8 @@ impl Table {
     }
 }
 
-impl Symbols for Table {
-    fn frames(&mut self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<types::Frame> {
+impl Table {
+    fn frames(&self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<types::Frame> {
         let pid = if kernel { 0 } else { pid };
         addrs
             .iter()
@@ -157,6 +230,69 @@ impl Symbols for Table {
     }
 }
 
+impl Symbols for Table {
+    /// A lookup in memory: nothing to wait for, and its time is already the caller's.
+    fn symbolize(&mut self, stacks: &[types::StackRequest], _timeout: Duration) -> Result<Answer, SymbolsError> {
+        let frames = stacks.iter().map(|s| self.frames(s.pid, s.kernel, &s.addrs)).collect();
+        Ok(Answer { frames, cpu_ns: 0 })
+    }
+}
+
 fn wire(f: Frame) -> types::Frame {
     types::Frame { addr: f.addr, symbol: f.symbol, offset: f.offset, module: f.module, file: f.file, line: f.line }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names every address `f` after `stall` of CPU time; a kernel request stalls it for good.
+    struct Stand {
+        stall: Duration,
+    }
+
+    impl Resolve for Stand {
+        fn observe(&mut self, _pid: u32) {}
+        fn kernel(&mut self, _addrs: &[u64]) -> Vec<Frame> {
+            std::thread::sleep(Duration::from_secs(3600));
+            Vec::new()
+        }
+        fn user(&mut self, _pid: u32, addrs: &[u64]) -> Vec<Frame> {
+            // CPU time, not wall time: the machine may be shared.
+            let start = crate::sys::thread_cpu_ns();
+            while crate::sys::thread_cpu_ns() - start < self.stall.as_nanos() as u64 {}
+            addrs.iter().map(|&addr| Frame { addr, symbol: "f".into(), ..Frame::default() }).collect()
+        }
+    }
+
+    fn req(kernel: bool) -> types::StackRequest {
+        types::StackRequest { pid: 7, kernel, addrs: vec![0x10, 0x20] }
+    }
+
+    #[test]
+    fn the_symbolizers_cpu_time_comes_back_with_its_answer() {
+        let mut live = Live::with(|| Stand { stall: Duration::from_millis(30) }).unwrap();
+        let answer = live.symbolize(&[req(false)], Duration::from_secs(5)).unwrap();
+        assert_eq!(answer.frames[0].iter().map(|f| f.symbol.as_str()).collect::<Vec<_>>(), ["f", "f"]);
+        // 30 ms of CPU time on the symbolizer thread, measured there.
+        assert!(answer.cpu_ns >= 30_000_000, "{} ns", answer.cpu_ns);
+    }
+
+    #[test]
+    fn a_stuck_symbolizer_fails_the_calls_that_wait_then_the_run_goes_on_without_symbols() {
+        let mut live = Live::with(|| Stand { stall: Duration::ZERO }).unwrap();
+        let started = std::time::Instant::now();
+        let err = live.symbolize(&[req(true)], Duration::from_millis(50)).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+        assert_eq!(err.to_string(), "the symbolizer did not answer within the call's remaining deadline of 50 ms");
+        // Busy past STUCK_AFTER with one request: the thread is given up, said once.
+        let err = live.symbolize(&[req(false)], STUCK_AFTER).unwrap_err();
+        assert!(matches!(err, SymbolsError::GivenUp { .. }), "{err}");
+        assert!(err.to_string().ends_with("; the run goes on without symbols"), "{err}");
+        let quick = std::time::Instant::now();
+        let later = live.symbolize(&[req(false)], Duration::from_secs(5)).unwrap();
+        assert!(quick.elapsed() < Duration::from_millis(100), "{:?}", quick.elapsed());
+        let frames: Vec<(u64, &str)> = later.frames[0].iter().map(|f| (f.addr, f.symbol.as_str())).collect();
+        assert_eq!(frames, [(0x10, ""), (0x20, "")]);
+    }
 }

@@ -2,11 +2,9 @@
 //! and handed to the caller after each call. Every guest-supplied size is checked
 //! against a cap; a plugin past a cap is trapped, which disables only that plugin.
 
+use super::symbolize::{self as sym, SharedScope};
 use super::wasmtap::plugin::{host, types};
 use super::{SharedSymbols, StoreState};
-
-/// Addresses a plugin may ask to symbolize in one call.
-const SYMBOLIZE_ADDRS_PER_CALL: usize = 65536;
 
 /// Bytes of output (rows, text, logs) a plugin may produce in one call.
 const OUTPUT_BYTES_PER_CALL: usize = 16 << 20;
@@ -150,15 +148,33 @@ pub(super) struct HostState {
     out: GuestOutput,
     /// `host.schema` answers, by subscription index.
     pub schemas: Vec<Option<types::ProbeSchema>>,
-    symbols: SharedSymbols,
     /// `host.read-aggregation` answers; none if the plan declared no kernel aggregations.
     pub aggregates: Option<Box<dyn super::Aggregates>>,
+    pub symbolize: Symbolize,
+}
+
+/// What `host.symbolize` answers from, may reach, and has cost in the current call.
+pub(super) struct Symbolize {
+    symbols: SharedSymbols,
+    pub scope: SharedScope,
+    pub kernel_allowed: bool,
+    /// When the current call's deadline passes: the symbolizer may not take longer.
+    pub deadline: std::time::Instant,
+    /// The symbolizer's CPU time for this call, added to the plugin's meter after it.
+    pub cpu_ns: u64,
 }
 
 impl HostState {
     pub fn new(clock: Clock, symbols: SharedSymbols) -> Self {
         let out = GuestOutput { budget: u64::MAX, ..GuestOutput::default() };
-        HostState { clock, out, schemas: Vec::new(), symbols, aggregates: None }
+        let symbolize = Symbolize {
+            symbols,
+            scope: SharedScope::default(),
+            kernel_allowed: false,
+            deadline: std::time::Instant::now(),
+            cpu_ns: 0,
+        };
+        HostState { clock, out, schemas: Vec::new(), aggregates: None, symbolize }
     }
 
     pub fn take_output(&mut self) -> GuestOutput {
@@ -235,22 +251,9 @@ impl host::Host for StoreState {
         Ok(self.host.schemas.get(sub as usize).cloned().flatten())
     }
 
+    /// Not reached: [`super::symbolize_counted_first`] shadows it, to count requests before copying them.
     fn symbolize(&mut self, stacks: Vec<types::StackRequest>) -> wasmtime::Result<Vec<Vec<types::Frame>>> {
-        let total: usize = stacks.iter().map(|s| s.addrs.len()).sum();
-        if total > SYMBOLIZE_ADDRS_PER_CALL {
-            wasmtime::bail!(
-                "symbolize: {total} addresses in one call, more than the {SYMBOLIZE_ADDRS_PER_CALL} allowed"
-            );
-        }
-        let mut guard = self.host.symbols.lock().unwrap_or_else(|e| e.into_inner());
-        let out = stacks
-            .iter()
-            .map(|req| match guard.as_mut() {
-                Some(symbols) => symbols.frames(req.pid, req.kernel, &req.addrs),
-                None => req.addrs.iter().map(|&addr| types::Frame { addr, ..unknown_frame() }).collect(),
-            })
-            .collect();
-        Ok(out)
+        self.host.symbolize.answer(&stacks).map_err(wasmtime::Error::new)
     }
 
     fn read_aggregation(&mut self, id: u32, reset: bool) -> wasmtime::Result<Vec<types::AggEntry>> {
@@ -284,6 +287,36 @@ pub fn printable(s: &str) -> String {
     s[..end].chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
-fn unknown_frame() -> types::Frame {
-    types::Frame { addr: 0, symbol: String::new(), offset: 0, module: String::new(), file: String::new(), line: 0 }
+impl Symbolize {
+    /// Checked whole, screened against the plugin's scope, then answered within the call's
+    /// deadline; out-of-scope requests get unknown frames without reaching the symbolizer.
+    pub(super) fn answer(
+        &mut self,
+        stacks: &[types::StackRequest],
+    ) -> Result<Vec<Vec<types::Frame>>, sym::SymbolizeFault> {
+        sym::check_size(stacks)?;
+        let allowed =
+            sym::screen(stacks, &mut self.scope.lock().unwrap_or_else(|e| e.into_inner()), self.kernel_allowed);
+        let asked: Vec<types::StackRequest> =
+            stacks.iter().zip(&allowed).filter(|(_, ok)| **ok).map(|(s, _)| s.clone()).collect();
+        let mut answered = Vec::new().into_iter();
+        if !asked.is_empty() {
+            let mut guard = self.symbols.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(symbols) = guard.as_mut() {
+                let timeout = self.deadline.saturating_duration_since(std::time::Instant::now());
+                let answer = symbols.symbolize(&asked, timeout)?;
+                self.cpu_ns += answer.cpu_ns;
+                answered = answer.frames.into_iter();
+            }
+        }
+        let frames = stacks
+            .iter()
+            .zip(allowed)
+            .map(|(s, ok)| match ok.then(|| answered.next()).flatten() {
+                Some(frames) if frames.len() == s.addrs.len() => frames,
+                _ => sym::unknown_frames(&s.addrs),
+            })
+            .collect();
+        Ok(frames)
+    }
 }

@@ -11,6 +11,7 @@ pub mod cache;
 mod host_api;
 pub mod limiter;
 pub mod packed;
+pub mod symbolize;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::component::{HasSelf, Linker, ResourceTable, WasmList};
+use wasmtime::{AsContextMut, Config, Engine, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -35,12 +36,7 @@ wasmtime::component::bindgen!({
 
 pub use self::wasmtap::plugin::types;
 pub use host_api::{Clock, GuestItem, GuestOutput, LogLine};
-
-/// What answers a plugin's `symbolize` calls: live symbolization, or a recording's table.
-pub trait Symbols: Send {
-    /// One frame per address: user addresses of `pid`, or kernel addresses.
-    fn frames(&mut self, pid: u32, kernel: bool, addrs: &[u64]) -> Vec<types::Frame>;
-}
+pub use symbolize::{Answer, SharedScope, Symbols, SymbolsError};
 
 impl Default for types::Filter {
     /// A filter that constrains nothing.
@@ -143,6 +139,9 @@ pub struct Limits {
     pub on_fault: OnFault,
     /// Faults in a row, each before the plugin completed a single call, that end restarting.
     pub crash_loop: u32,
+    /// Whether `host.symbolize` answers for kernel addresses: where the run may see the
+    /// kernel (a root run may; a tenant of a shared host may not).
+    pub kernel_symbols: bool,
 }
 
 /// Seconds in a row over the CPU or output budget after which a plugin is disabled.
@@ -163,6 +162,7 @@ impl Default for Limits {
             state_entries: 1_000_000,
             on_fault: OnFault::Disable,
             crash_loop: 5,
+            kernel_symbols: true,
         }
     }
 }
@@ -201,6 +201,7 @@ impl Sandbox {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
         refuse_blocking(&mut linker).map_err(engine_err)?;
         Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_err)?;
+        symbolize_counted_first(&mut linker).map_err(engine_err)?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (eng, stop) = (engine.clone(), ticker_stop.clone());
         std::thread::Builder::new()
@@ -309,13 +310,14 @@ fn new_store(engine: &Engine, clock: Clock, limits: &Limits, symbols: SharedSymb
         .build();
     let mut table = ResourceTable::new();
     table.set_max_capacity(WASI_RESOURCES);
-    let state = StoreState {
+    let mut state = StoreState {
         wasi,
         table,
         limits: PluginLimiter::new(limits.memory_bytes, limits.instances),
         stderr,
         host: host_api::HostState::new(clock, symbols),
     };
+    state.host.symbolize.kernel_allowed = limits.kernel_symbols;
     let mut store = Store::new(engine, state);
     store.limiter(|s| &mut s.limits);
     store.set_hostcall_fuel(COPY_BYTES_PER_CALL);
@@ -332,6 +334,26 @@ fn refuse_blocking(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     for name in ["poll", "[method]pollable.block"] {
         poll.func_new(name, move |_, _, _, _| Err(wasmtime::Error::new(Blocked(name))))?;
     }
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// `host.symbolize` as bindgen makes it copies every request out of the plugin before the
+/// host sees one: a million empty requests cost the host 32 MiB before it can refuse them.
+/// This one takes the list where it lies in the plugin's memory, counts it, and copies the
+/// requests only when there are few enough.
+fn symbolize_counted_first(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut host = linker.instance("wasmtap:plugin/host@0.1.0")?;
+    host.func_wrap(
+        "symbolize",
+        |mut store: wasmtime::StoreContextMut<'_, StoreState>, (stacks,): (WasmList<types::StackRequest>,)| {
+            symbolize::check_count(stacks.len()).map_err(wasmtime::Error::new)?;
+            let stacks: Vec<types::StackRequest> = stacks.iter(store.as_context_mut())?.collect::<Result<_, _>>()?;
+            let frames = store.data_mut().host.symbolize.answer(&stacks).map_err(wasmtime::Error::new)?;
+            Ok((frames,))
+        },
+    )?;
     linker.allow_shadowing(false);
     Ok(())
 }
@@ -433,6 +455,10 @@ impl Fault {
             Some(wasmtime::Trap::UnreachableCodeReached) => (FaultKind::Trap, "aborted (wasm `unreachable`)".into()),
             Some(wasmtime::Trap::StackOverflow) => (FaultKind::Trap, "overflowed its stack".into()),
             Some(trap) => (FaultKind::Trap, format!("trapped: {trap}")),
+            None if err.downcast_ref::<symbolize::SymbolizeFault>().is_some() => {
+                let fault = err.downcast_ref::<symbolize::SymbolizeFault>();
+                (fault.map_or(FaultKind::Contract, |f| f.kind()), fault.map(|f| f.to_string()).unwrap_or_default())
+            }
             None if msg.contains(BLOCKED) => {
                 let at = msg.find(BLOCKED).unwrap_or(0);
                 (FaultKind::Blocked, first_line(&msg[at..]))
@@ -526,9 +552,12 @@ impl Instance {
     ) -> Result<R, Fault> {
         self.store.set_epoch_deadline(self.deadline_ticks);
         let (cpu0, wall0) = (crate::sys::thread_cpu_ns(), Instant::now());
+        self.store.data_mut().host.symbolize.deadline = wall0 + self.limits.deadline;
         let r = f(&self.bindings, &mut self.store);
         let elapsed = wall0.elapsed();
-        self.meter.cpu_ns += crate::sys::thread_cpu_ns().saturating_sub(cpu0);
+        // The symbolizer works on a thread of its own while this one waits: its time is added.
+        let symbolizer_ns = std::mem::take(&mut self.store.data_mut().host.symbolize.cpu_ns);
+        self.meter.cpu_ns += crate::sys::thread_cpu_ns().saturating_sub(cpu0) + symbolizer_ns;
         self.meter.longest = self.meter.longest.max(elapsed);
         self.meter.calls += 1;
         r.map_err(|e| Fault::from_error(export, &e, &self.store, &self.limits, elapsed))
@@ -603,6 +632,11 @@ impl Instance {
     /// The schemas `host.schema` answers with, by subscription index.
     pub fn set_schemas(&mut self, schemas: Vec<Option<types::ProbeSchema>>) {
         self.store.data_mut().host.schemas = schemas;
+    }
+
+    /// The processes `host.symbolize` may name for this plugin.
+    pub fn set_symbol_scope(&mut self, scope: SharedScope) {
+        self.store.data_mut().host.symbolize.scope = scope;
     }
 
     /// Set the time `monotonic-ns`/`wall-ns` report (replay drives it from the recording).
