@@ -79,11 +79,14 @@ pub struct LimitSet {
     one: BTreeMap<String, Vec<(String, Setting)>>,
 }
 
+/// How one flag's value becomes a setting (none: out of range or not a number).
+type ParseSetting = fn(&str) -> Option<Setting>;
+
 impl LimitArgs {
     /// Parse every value; errors name the flag and the value.
     pub fn parse(&self) -> anyhow::Result<LimitSet> {
         let mut set = LimitSet::default();
-        let flags: [(&str, &Vec<String>, fn(&str) -> Option<Setting>); 8] = [
+        let flags: [(&str, &Vec<String>, ParseSetting); 8] = [
             ("--memory-mib", &self.memory_mib, |v| {
                 v.parse::<usize>().ok().filter(|m| (1..=4096).contains(m)).map(|m| Setting::Memory(m << 20))
             }),

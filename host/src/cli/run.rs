@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 
 use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
 use crate::collect::live::{KernelFilter, Live, LiveConfig};
+use crate::collect::map_sizes::MapSizes;
 use crate::collect::recording::{Header, Writer};
 use crate::collect::table::Source;
 use crate::output::Format;
@@ -31,6 +32,8 @@ fn trace(
     output: &OutputArgs,
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
+    // Checked first, like any other bad input: nothing is loaded or started yet.
+    let map_sizes = MapSizes::from_env()?;
     // The kernel's BTF takes longest to start: parse it while the plugins load.
     crate::collect::live::prefetch_loader();
     let sandbox = Sandbox::new()?;
@@ -73,6 +76,7 @@ fn trace(
         table: plugins.table.clone(),
         aggs: plugins.agg_sites(),
         agg_filter: KernelFilter { targets: agg_targets, follow_children: child.is_some(), ..agg_filter },
+        map_sizes,
     };
     let (mut live, rx) = Live::start(&config)?;
     if let Some(values) = live.take_values() {

@@ -136,16 +136,19 @@ pub struct FaultReport {
 }
 
 /// What became of the events of one subscription. In the kernel: `kernel_filtered`,
-/// `ring_dropped`, and `emitted` to the host; there, each emitted record is `filtered`,
-/// `delivered` or dropped with a reason, so `emitted = filtered + delivered +
-/// dropped_budget + dropped_fault`.
+/// `ring_dropped`, `kernel_lost` (a full map, a record too big: the reasons are in the
+/// kernel's `losses`), and `emitted` to the host; there, each emitted record is
+/// `filtered`, `delivered` or dropped with a reason, so `emitted = filtered + delivered
+/// + dropped_budget + dropped_fault`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ProbeStats {
     pub probe: String,
-    /// Events of the probe the collectors saw: kernel_filtered + ring_dropped + emitted.
+    /// Events of the probe the collectors saw: kernel_filtered + ring_dropped +
+    /// kernel_lost + emitted.
     pub generated: u64,
     pub kernel_filtered: u64,
     pub ring_dropped: u64,
+    pub kernel_lost: u64,
     pub emitted: u64,
     pub filtered: u64,
     pub delivered: u64,
@@ -760,8 +763,9 @@ impl Runner {
             let p = &mut stats.probes[i];
             p.kernel_filtered += k.filtered;
             p.ring_dropped += k.dropped;
+            p.kernel_lost += k.lost;
             p.emitted += k.emitted;
-            p.generated += k.filtered + k.dropped + k.emitted;
+            p.generated += k.generated();
         }
         let sum = |f: fn(&ProbeStats) -> u64| self.sub_stats.iter().map(f).sum::<u64>();
         stats.filtered = sum(|s| s.filtered);
@@ -1090,9 +1094,13 @@ impl PluginSet {
         }
     }
 
-    /// Events the host's aggregation evaluator lost to a full map.
-    pub fn agg_lost(&self) -> u64 {
-        self.aggs.as_ref().map_or(0, |s| s.lock().unwrap_or_else(|e| e.into_inner()).host_lost())
+    /// Events the host's aggregation evaluator lost to a full map: updates, and
+    /// intervals whose start did not fit.
+    pub fn agg_lost(&self) -> (u64, u64) {
+        self.aggs.as_ref().map_or((0, 0), |s| {
+            let store = s.lock().unwrap_or_else(|e| e.into_inner());
+            (store.host_lost(), store.host_starts_lost())
+        })
     }
 
     /// Comparisons on a syscall's arguments run in the kernel when every subscription that
