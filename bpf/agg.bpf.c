@@ -69,6 +69,28 @@ struct {
 	__type(value, __u8);
 } SCOPED_TIDS SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WT_AGG_IDS * 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} AGG_LOSSES SEC(".maps");
+
+/* A loss of aggregation `agg`: counted under its reason, and as that aggregation's
+ * (`which`: 0 an update lost, 1 a start refused). */
+static __always_inline void wt_agg_lose(__u32 agg, __u32 reason, __u32 which)
+{
+	__u32 key = agg * 2 + which;
+	__u64 *v;
+
+	wt_lose(reason);
+	if (agg >= WT_AGG_IDS)
+		return;
+	v = bpf_map_lookup_elem(&AGG_LOSSES, &key);
+	if (v)
+		*v += 1;
+}
+
 struct wt_agg_ctx {
 	const void *data; /* the tracepoint entry; NULL for syscalls (then sys) */
 	__u64 sys[7];
@@ -204,7 +226,7 @@ static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
 		cur = bpf_map_lookup_elem(&AGG_VALUES, k);
 		if (!cur) {
 			wt_count(WT_AGG_KIND, WT_SLOT_DROPPED);
-			wt_lose(WT_LOSS_AGG_MAP_FULL);
+			wt_agg_lose(k->agg, WT_LOSS_AGG_MAP_FULL, 0);
 			return;
 		}
 	}
@@ -276,7 +298,7 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		if (ts)
 			*ts = bpf_ktime_get_ns();
 		else
-			wt_lose(WT_LOSS_STARTS_FULL);
+			wt_agg_lose(sk.agg, WT_LOSS_STARTS_FULL, 1);
 		return;
 	}
 	if (a->role == WT_ROLE_END) {

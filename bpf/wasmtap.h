@@ -340,6 +340,11 @@ struct wt_agg_start_key {
 	__u64 corr;
 };
 
+/* Aggregation ids with loss counters of their own (AGG_LOSSES), so that a report can
+ * say whose losses they were: [agg * 2] updates lost (WT_LOSS_AGG_MAP_FULL), [agg * 2
+ * + 1] starts refused (WT_LOSS_STARTS_FULL). Larger ids count in LOSSES only. */
+#define WT_AGG_IDS 1024
+
 /* The aggregations whose intervals are keyed by a thread id, for the exit program
  * (AGG_TID_AGGS): at most WT_AGG_TID_AGGS; the host refuses more. */
 #define WT_AGG_TID_AGGS 64

@@ -80,6 +80,7 @@ fn trailer() -> impl Strategy<Value = Trailer> {
                 aggregated,
                 probes: Default::default(),
                 losses: Default::default(),
+                agg_losses: Default::default(),
             },
             symbols: symbols
                 .into_iter()

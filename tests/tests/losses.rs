@@ -69,6 +69,13 @@ fn full_target_and_start_maps_are_counted_by_reason_and_reported_live() {
         .map(|b| u(&b["count"]))
         .sum();
     assert_eq!(timed + lost_starts, followed * CALLS, "timed {timed} + lost {lost_starts}");
+    // Those losses are syslatency's, by the name of its aggregation; syscount lost none.
+    let plugin = |name: &str| {
+        acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{name}"))
+    };
+    let want = serde_json::json!([{"aggregation": "nanoseconds", "agg_map_full": 0, "start_map_full": lost_starts}]);
+    assert_eq!(plugin("syslatency")["aggregation_losses"], want, "{acct}");
+    assert!(plugin("syscount").get("aggregation_losses").is_none(), "{acct}");
 
     // Nothing else was lost; the lost intervals are lost events, and the run says it had
     // problems.

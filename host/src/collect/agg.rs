@@ -21,6 +21,15 @@ pub const AGG_KIND: u32 = 9;
 /// Keys the kernel keeps, over every aggregation of a run.
 pub const VALUES_MAX: u32 = 16384;
 
+/// Aggregation ids with loss counters of their own in `AGG_LOSSES` (`WT_AGG_IDS`).
+pub const AGG_IDS: u32 = 1024;
+
+/// The number of aggregation ids the sites use (the largest plus one).
+pub fn agg_ids(sites: &[SiteConfig]) -> u32 {
+    let ids = sites.iter().flat_map(|s| &s.actions).map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]));
+    ids.max().map_or(0, |m| m.saturating_add(1))
+}
+
 /// Aggregations whose intervals are keyed by a thread id (`WT_AGG_TID_AGGS`).
 pub const TID_AGGS_MAX: usize = 64;
 /// `struct wt_agg_tid_aggs`.

@@ -22,12 +22,12 @@ use aya::programs::{PerfEvent, RawTracePoint, TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
-use super::agg::{tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, VALUES_MAX};
+use super::agg::{agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, VALUES_MAX};
 use super::map_sizes::MapSizes;
 use super::probes::{collector_of, Collector};
 use super::rows::{self, counter_rows};
 use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
-use super::{Chunk, KernelCounters, KindCounters, LossReason};
+use super::{AggLosses, Chunk, KernelCounters, KindCounters, LossReason};
 
 static SYSCALLS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
 static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/proc.bpf.o"));
@@ -134,6 +134,8 @@ pub struct Live {
     malformed: Arc<AtomicU64>,
     /// The aggregation collector's values, until the plugins' reader takes them.
     values: Option<KernelValues>,
+    /// Aggregation ids in use, whose losses are read.
+    agg_ids: u32,
 }
 
 impl Live {
@@ -213,7 +215,17 @@ impl Live {
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
         Ok((
-            Live { objects, counted, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed, values },
+            Live {
+                objects,
+                counted,
+                _links: user_links,
+                stop,
+                drain: Some(drain),
+                pipeline_drops,
+                malformed,
+                values,
+                agg_ids: agg_ids(&config.aggs).min(AGG_IDS),
+            },
             ChunkReceiver { rx, in_flight },
         ))
     }
@@ -268,8 +280,24 @@ impl Live {
         for (reason, n) in self.losses() {
             out.add_loss(reason, n);
         }
+        out.agg_losses = self.agg_losses();
         out.pipeline_dropped = self.pipeline_drops.load(Ordering::Relaxed);
         out.malformed = self.malformed.load(Ordering::Relaxed);
+        out
+    }
+
+    /// The aggregation collector's `AGG_LOSSES`, summed over CPUs, for the ids in use.
+    fn agg_losses(&self) -> std::collections::BTreeMap<u32, AggLosses> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some((_, obj)) = self.objects.iter().find(|(c, _)| *c == Collector::Agg) else { return out };
+        let Some(Ok(arr)) = obj.map("AGG_LOSSES").map(PerCpuArray::<_, u64>::try_from) else { return out };
+        let get = |key: u32| -> u64 { arr.get(&key, 0).map(|v| v.iter().sum()).unwrap_or(0) };
+        for id in 0..self.agg_ids {
+            let l = AggLosses { agg_map_full: get(2 * id), start_map_full: get(2 * id + 1) };
+            if l != AggLosses::default() {
+                out.insert(id, l);
+            }
+        }
         out
     }
 

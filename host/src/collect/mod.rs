@@ -227,6 +227,19 @@ pub struct KernelCounters {
     /// What the kernel lost other than to a full ring, by reason (nonzero only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "loss_map")]
     pub losses: BTreeMap<LossReason, u64>,
+    /// The kernel aggregations' losses, by aggregation id (nonzero only). Ids mean
+    /// nothing outside the run: each plugin's accounting names its own aggregations.
+    #[serde(skip)]
+    pub agg_losses: BTreeMap<u32, AggLosses>,
+}
+
+/// What one kernel aggregation lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AggLosses {
+    /// Updates lost: a new key found the aggregation map full.
+    pub agg_map_full: u64,
+    /// Intervals lost: a start found the map of starts full.
+    pub start_map_full: u64,
 }
 
 impl KernelCounters {

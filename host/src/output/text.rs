@@ -295,6 +295,12 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
     for p in &report.plugins {
         lines.push(plugin_line(p));
         lines.push(format!("    limits: {}; code {}", limits(&p.limits), p.code));
+        for a in &p.aggregation_losses {
+            lines.push(format!(
+                "    aggregation {}: agg_map_full {}, start_map_full {}",
+                a.aggregation, a.lost.agg_map_full, a.lost.start_map_full
+            ));
+        }
         for s in &p.probes {
             let mut line = format!("    {}: ", s.probe);
             if s.generated > 0 && s.kernel_lost > 0 {

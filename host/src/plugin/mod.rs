@@ -124,6 +124,17 @@ pub struct PluginStats {
     pub code: String,
     /// The same counts per subscribed probe.
     pub probes: Vec<ProbeStats>,
+    /// What its kernel aggregations lost, by name (those that lost anything, live runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aggregation_losses: Vec<AggregationLosses>,
+}
+
+/// What one of a plugin's kernel aggregations lost, for the accounting.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AggregationLosses {
+    pub aggregation: String,
+    #[serde(flatten)]
+    pub lost: crate::collect::AggLosses,
 }
 
 /// A fault, as the accounting reports it.
@@ -767,6 +778,7 @@ impl Runner {
             p.emitted += k.emitted;
             p.generated += k.generated();
         }
+        stats.aggregation_losses = self.aggregation_losses(kernel);
         let sum = |f: fn(&ProbeStats) -> u64| self.sub_stats.iter().map(f).sum::<u64>();
         stats.filtered = sum(|s| s.filtered);
         stats.delivered = sum(|s| s.delivered);
@@ -777,6 +789,16 @@ impl Runner {
         stats.cpu_ms = (self.cpu_base_ns + meter.cpu_ns) / 1_000_000;
         stats.longest_call_ms = stats.longest_call_ms.max(meter.longest.as_millis() as u64);
         stats
+    }
+
+    /// The losses of this plugin's kernel aggregations, named as its plan names them.
+    fn aggregation_losses(&self, kernel: &KernelCounters) -> Vec<AggregationLosses> {
+        let named = self.agg_ids.iter().zip(&self.plan.aggregations);
+        named
+            .filter_map(|(id, a)| {
+                kernel.agg_losses.get(id).map(|l| AggregationLosses { aggregation: a.name.clone(), lost: *l })
+            })
+            .collect()
     }
 
     /// Tables to print headings for.
