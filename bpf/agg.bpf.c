@@ -32,25 +32,64 @@ struct {
 	__type(value, struct wt_agg_value);
 } AGG_VALUES SEC(".maps");
 
-/* Start times of intervals not ended yet; the least recently used go when it is full. */
+/* Start times of intervals, by aggregation and correlation key; 0 once ended. Not an
+ * LRU map: an LRU evicts silently, and an evicted start is an interval lost with no
+ * trace. Here a start that finds the map full is refused and counted
+ * (WT_LOSS_STARTS_FULL), so the count is exact: every start the map could not keep.
+ * What keeps it from filling: an ended entry is reused by its key's next start, and
+ * the entries of a thread-keyed interval (AGG_TID_AGGS) go when the thread exits.
+ * Entries keyed by a field (a request pointer) stay, zeroed, until the key comes back. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct wt_agg_start_key);
 	__type(value, __u64);
 } AGG_STARTS SEC(".maps");
 
+/* The aggregations whose intervals are keyed by a thread id (WT_SRC_TID, or a field
+ * with WT_SRC_TASK): their starts are removed when the thread exits. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wt_agg_tid_aggs);
+} AGG_TID_AGGS SEC(".maps");
+
 /* Threads known to be in the run's scope, for intervals named by a thread id
  * (WT_SRC_TASK): a wakeup is often run by another CPU's idle task, so the woken
  * thread is not the current one. Added at fork when the child is in scope and when
  * a thread is seen in scope at a site with such intervals; removed when seen out of
- * it (an exec to another comm, a setuid) and at exit. */
+ * it (an exec to another comm, a setuid) and at exit. Not an LRU map, so that none
+ * is forgotten silently: an insert into a full map is counted (WT_LOSS_SCOPE_FULL);
+ * the exits keep it to the threads alive. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u8);
 } SCOPED_TIDS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WT_AGG_IDS * 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} AGG_LOSSES SEC(".maps");
+
+/* A loss of aggregation `agg`: counted under its reason, and as that aggregation's
+ * (`which`: 0 an update lost, 1 a start refused). */
+static __always_inline void wt_agg_lose(__u32 agg, __u32 reason, __u32 which)
+{
+	__u32 key = agg * 2 + which;
+	__u64 *v;
+
+	wt_lose(reason);
+	if (agg >= WT_AGG_IDS)
+		return;
+	v = bpf_map_lookup_elem(&AGG_LOSSES, &key);
+	if (v)
+		*v += 1;
+}
 
 struct wt_agg_ctx {
 	const void *data; /* the tracepoint entry; NULL for syscalls (then sys) */
@@ -130,7 +169,8 @@ static __always_inline void wt_agg_note_current(const struct wt_agg_ctx *c)
 	if (!c->out_of_scope && !seen) {
 		__u8 one = 1;
 
-		bpf_map_update_elem(&SCOPED_TIDS, &tid, &one, BPF_ANY);
+		if (bpf_map_update_elem(&SCOPED_TIDS, &tid, &one, BPF_ANY))
+			wt_lose(WT_LOSS_SCOPE_FULL);
 	} else if (c->out_of_scope && seen) {
 		bpf_map_delete_elem(&SCOPED_TIDS, &tid);
 	}
@@ -186,6 +226,7 @@ static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
 		cur = bpf_map_lookup_elem(&AGG_VALUES, k);
 		if (!cur) {
 			wt_count(WT_AGG_KIND, WT_SLOT_DROPPED);
+			wt_agg_lose(k->agg, WT_LOSS_AGG_MAP_FULL, 0);
 			return;
 		}
 	}
@@ -249,11 +290,15 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		if (!ts) {
 			__u64 zero = 0;
 
-			bpf_map_update_elem(&AGG_STARTS, &sk, &zero, BPF_ANY);
+			/* NOEXIST: if another CPU inserted the key meanwhile, its entry is ours
+			 * too; only a full map leaves none. */
+			bpf_map_update_elem(&AGG_STARTS, &sk, &zero, BPF_NOEXIST);
 			ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
 		}
 		if (ts)
 			*ts = bpf_ktime_get_ns();
+		else
+			wt_agg_lose(sk.agg, WT_LOSS_STARTS_FULL, 1);
 		return;
 	}
 	if (a->role == WT_ROLE_END) {
@@ -366,9 +411,29 @@ int BPF_PROG(wt_agg_track_fork, struct task_struct *parent, struct task_struct *
 		__u32 tid = BPF_CORE_READ(child, pid);
 		__u8 one = 1;
 
-		bpf_map_update_elem(&SCOPED_TIDS, &tid, &one, BPF_ANY);
+		if (bpf_map_update_elem(&SCOPED_TIDS, &tid, &one, BPF_ANY))
+			wt_lose(WT_LOSS_SCOPE_FULL);
 	}
 	return 0;
+}
+
+/* A thread that exits has no interval left to end: its starts go. */
+static __always_inline void wt_agg_forget_starts(__u32 tid)
+{
+	struct wt_agg_start_key sk = { .corr = tid };
+	struct wt_agg_tid_aggs *t;
+	__u32 zero = 0;
+	int i;
+
+	t = bpf_map_lookup_elem(&AGG_TID_AGGS, &zero);
+	if (!t)
+		return;
+	for (i = 0; i < WT_AGG_TID_AGGS; i++) {
+		if (i >= t->n)
+			break;
+		sk.agg = t->agg[i];
+		bpf_map_delete_elem(&AGG_STARTS, &sk);
+	}
 }
 
 SEC("raw_tp/sched_process_exit")
@@ -379,5 +444,6 @@ int BPF_PROG(wt_agg_untrack_exit, struct task_struct *task)
 	wt_untrack_exit(task);
 	if (wt_scoped())
 		bpf_map_delete_elem(&SCOPED_TIDS, &tid);
+	wt_agg_forget_starts(tid);
 	return 0;
 }

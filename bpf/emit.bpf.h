@@ -70,7 +70,7 @@ static __always_inline __u32 wt_add_stacks(void *ctx, __u8 *buf, __u32 off, __u3
 static __always_inline void wt_output(__u32 row, __u8 *buf, __u32 size)
 {
 	if (size < sizeof(struct wt_header) || size > WT_SCRATCH_BYTES) {
-		wt_count(row, WT_SLOT_DROPPED);
+		wt_count_lost(row, WT_LOSS_TOO_BIG);
 		return;
 	}
 	((struct wt_header *)buf)->size = size;

@@ -64,7 +64,7 @@ static __always_inline int wt_open_enter(__s32 nr, __s32 dfd, __u64 filename, __
 	if (!wt_pass_task(WT_OPEN, tgid))
 		return 0;
 	if (bpf_map_update_elem(&OPENS, &tid, &e, BPF_ANY))
-		wt_count(WT_OPEN, WT_SLOT_DROPPED);
+		wt_count_lost(WT_OPEN, WT_LOSS_OPEN_MAP_FULL);
 	return 0;
 }
 
@@ -207,7 +207,7 @@ static __always_inline int wt_open_exit(long ret)
 	}
 	size = offsetof(struct wt_open, data) + (((__u64)e->path_len + e->base_len + 7) & ~7ULL);
 	if (size > sizeof(*e)) {
-		wt_count(WT_OPEN, WT_SLOT_DROPPED);
+		wt_count_lost(WT_OPEN, WT_LOSS_TOO_BIG);
 		goto out;
 	}
 	e->h.size = size;

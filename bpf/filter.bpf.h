@@ -66,6 +66,22 @@ struct {
 	__type(value, __u64);
 } COUNTERS SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WT_LOSSES);
+	__type(key, __u32);
+	__type(value, __u64);
+} LOSSES SEC(".maps");
+
+/* Count one loss under its reason (enum wt_loss); called on failure paths only. */
+static __always_inline void wt_lose(__u32 reason)
+{
+	__u64 *v = bpf_map_lookup_elem(&LOSSES, &reason);
+
+	if (v)
+		*v += 1;
+}
+
 /* Count one event in `row` (wasmtap.h): one lookup, whatever the row. */
 static __always_inline void wt_count(__u32 row, __u32 slot)
 {
@@ -74,6 +90,13 @@ static __always_inline void wt_count(__u32 row, __u32 slot)
 
 	if (v)
 		*v += 1;
+}
+
+/* An event of `row` lost in the kernel for `reason`: counted in both. */
+static __always_inline void wt_count_lost(__u32 row, __u32 reason)
+{
+	wt_count(row, WT_SLOT_LOST);
+	wt_lose(reason);
 }
 
 /* The row of entry `i` of a probe table whose rows start at `base` and number `n`;
@@ -273,7 +296,10 @@ static __always_inline void wt_track_fork(struct task_struct *parent, struct tas
 	ctgid = BPF_CORE_READ(child, tgid);
 	if (ptgid == ctgid || !bpf_map_lookup_elem(&TARGETS, &ptgid))
 		return;
-	bpf_map_update_elem(&TARGETS, &ctgid, &one, BPF_ANY);
+	/* A full set would leave the child out of the trace: its events then count as
+	 * filtered. Counted here, once per child, so that the report says so. */
+	if (bpf_map_update_elem(&TARGETS, &ctgid, &one, BPF_ANY))
+		wt_lose(WT_LOSS_TARGETS_FULL);
 }
 
 /* A target process that is gone leaves the set, so the set stays small and a reused

@@ -84,7 +84,9 @@ static __always_inline int wt_exec_enter(const char *const *argv)
 	e->h.flags = w.flags;
 	e->argc = w.argc;
 	e->args_len = w.len;
-	bpf_map_update_elem(&EXECS, &tid, e, BPF_ANY);
+	/* Full (4,096 execs in flight at once): this exec's exit finds nothing to report. */
+	if (bpf_map_update_elem(&EXECS, &tid, e, BPF_ANY))
+		wt_count_lost(WT_EXEC, WT_LOSS_EXEC_MAP_FULL);
 	return 0;
 }
 
@@ -127,7 +129,9 @@ static __always_inline int wt_exec_exit(long ret)
 	e->h.flags = flags;
 	e->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	e->ret = ret;
-	if (size > sizeof(*e) || bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))
+	if (size > sizeof(*e))
+		wt_count_lost(WT_EXEC, WT_LOSS_TOO_BIG);
+	else if (bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))
 		wt_count(WT_EXEC, WT_SLOT_DROPPED);
 	else
 		wt_count(WT_EXEC, WT_SLOT_EMITTED);

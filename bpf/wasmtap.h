@@ -28,7 +28,25 @@ enum wt_slot {
 	WT_SLOT_FILTERED = 0, /* seen, rejected by a kernel filter */
 	WT_SLOT_EMITTED = 1,  /* written to the ring buffer */
 	WT_SLOT_DROPPED = 2,  /* ring buffer full */
-	WT_SLOTS = 3,
+	WT_SLOT_LOST = 3,     /* lost in the kernel for a reason of enum wt_loss */
+	WT_SLOTS = 4,
+};
+
+/*
+ * Why the kernel lost something other than to a full ring buffer: per-CPU counters in
+ * each collector's LOSSES map, indexed by reason. Every failed map update, refused
+ * record and lost interval is counted here, on the failure path only. The names are
+ * the host's (collect::LossReason) and the reports'.
+ */
+enum wt_loss {
+	WT_LOSS_TARGETS_FULL = 0,  /* targets_full: a child of a target not followed (TARGETS full) */
+	WT_LOSS_EXEC_MAP_FULL = 1, /* exec_map_full: an exec not reported (EXECS full) */
+	WT_LOSS_OPEN_MAP_FULL = 2, /* open_map_full: an open not reported (OPENS full) */
+	WT_LOSS_TOO_BIG = 3,       /* record_too_big: a record larger than its buffer */
+	WT_LOSS_AGG_MAP_FULL = 4,  /* agg_map_full: an aggregation update lost (AGG_VALUES full) */
+	WT_LOSS_STARTS_FULL = 5,   /* start_map_full: an interval's start not kept (AGG_STARTS full) */
+	WT_LOSS_SCOPE_FULL = 6,    /* scope_map_full: a thread in scope not remembered (SCOPED_TIDS full) */
+	WT_LOSSES = 7,
 };
 #define WT_KINDS 16
 
@@ -232,7 +250,7 @@ struct wt_sample {
 #define WT_AGG_SITES 64
 #define WT_AGG_SYS_ENTER 0 /* site of the sys_enter program */
 #define WT_AGG_SYS_EXIT 1  /* site of the sys_exit program; tracepoints use 2.. (the cookie) */
-#define WT_AGG_KIND 9      /* (not a record kind) COUNTERS row: filtered, aggregated, lost (map full) */
+#define WT_AGG_KIND 9      /* (not a record kind) COUNTERS row: filtered, aggregated, dropped (map full) */
 
 enum wt_agg_source {
 	WT_SRC_NONE = 0,
@@ -321,5 +339,19 @@ struct wt_agg_start_key {
 	__u32 pad;
 	__u64 corr;
 };
+
+/* Aggregation ids with loss counters of their own (AGG_LOSSES), so that a report can
+ * say whose losses they were: [agg * 2] updates lost (WT_LOSS_AGG_MAP_FULL), [agg * 2
+ * + 1] starts refused (WT_LOSS_STARTS_FULL). Larger ids count in LOSSES only. */
+#define WT_AGG_IDS 1024
+
+/* The aggregations whose intervals are keyed by a thread id, for the exit program
+ * (AGG_TID_AGGS): at most WT_AGG_TID_AGGS; the host refuses more. */
+#define WT_AGG_TID_AGGS 64
+
+struct wt_agg_tid_aggs {
+	__u32 n;
+	__u32 agg[WT_AGG_TID_AGGS];
+}; /* 260 bytes */
 
 #endif /* WASMTAP_H */

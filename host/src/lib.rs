@@ -9,6 +9,7 @@
 pub mod agg;
 pub mod cli;
 pub mod collect;
+pub mod drops;
 pub mod output;
 pub mod pipeline;
 pub mod plugin;

@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use crate::collect::live::{ChunkReceiver, Live};
 use crate::collect::recording::{self, Reader, RecordingError, Writer};
-use crate::collect::KernelCounters;
+use crate::collect::{KernelCounters, LossReason};
+use crate::drops;
 use crate::output::Output;
 use crate::plugin::symbols;
 use crate::plugin::{PluginSet, PluginStats};
@@ -49,9 +50,11 @@ impl Accounting {
         self.kernel.dropped()
     }
 
-    /// True if the run had problems: lost events, disabled plugins.
+    /// True if the run had problems: lost events, children not followed, disabled plugins.
     pub fn has_problems(&self) -> bool {
-        self.lost() > 0 || self.plugins.iter().any(|p| p.disabled.is_some() || p.dropped > 0)
+        self.lost() > 0
+            || !self.kernel.losses.is_empty()
+            || self.plugins.iter().any(|p| p.disabled.is_some() || p.dropped > 0)
     }
 }
 
@@ -80,6 +83,7 @@ pub fn run_live(
     let mut addresses = opts.record.as_ref().map(|_| symbols::Addresses::default());
     // Only records that carry user addresses need their processes' maps seen.
     let observer = opts.symbols.clone().filter(|_| plugins.table.has_user_addresses());
+    let mut reporter = drops::Reporter::new(drops::REPORT_PERIOD);
     plugins.begin(clock.mono_ns(), out, &clock);
     if let Some(child) = opts.child.as_mut() {
         if let Err(e) = child.release() {
@@ -104,6 +108,9 @@ pub fn run_live(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         plugins.tick(clock.mono_ns(), out, &clock);
+        if reporter.due() {
+            report_drops(&mut reporter, &live, plugins, out);
+        }
         // Rows reach the reader as they happen (one write per chunk at most), not at exit.
         out.flush();
         if stopping {
@@ -144,6 +151,15 @@ pub fn run_live(
     Ok(Accounting { kernel, plugins: stats, command_status, host: HostUsage::now() })
 }
 
+/// One live drop report, if anything was lost since the last.
+fn report_drops(reporter: &mut drops::Reporter, live: &Live, plugins: &PluginSet, out: &mut Output) {
+    let kernel = live.counters();
+    let stats = plugins.stats(&kernel);
+    if let Some(line) = reporter.report(drops::Tally::of(&kernel, &stats)) {
+        out.diag(&line);
+    }
+}
+
 /// Run plugins over a recording. Time is the recording's: ticks fire at recorded
 /// timestamps, so the same recording gives the same output every time.
 pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output) -> Result<Accounting, RecordingError> {
@@ -177,8 +193,10 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
 /// Events that kernel aggregations computed in the host (recording, replay) could not
 /// keep because their map was full, reported like the kernel's own.
 fn add_host_agg_lost(kernel: &mut KernelCounters, plugins: &PluginSet) {
-    let lost = plugins.agg_lost();
+    let (lost, starts_lost) = plugins.agg_lost();
     if lost > 0 {
         kernel.aggregated.get_or_insert_with(Default::default).dropped += lost;
+        kernel.add_loss(LossReason::AggMapFull, lost);
     }
+    kernel.add_loss(LossReason::StartMapFull, starts_lost);
 }

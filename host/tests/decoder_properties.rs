@@ -66,17 +66,22 @@ fn header() -> impl Strategy<Value = Header> {
 }
 
 fn trailer() -> impl Strategy<Value = Trailer> {
-    let counts = (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(filtered, emitted, dropped)| KindCounters {
-        filtered,
-        emitted,
-        dropped,
-    });
+    let counts = (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>())
+        .prop_map(|(filtered, emitted, dropped, lost)| KindCounters { filtered, emitted, dropped, lost });
     let kinds = prop::collection::btree_map(prop::sample::select(Kind::ALL.to_vec()), counts.clone(), 0..4);
     let symbols = prop::collection::vec((any::<u32>(), any::<u64>(), ".{0,8}"), 0..3);
     (any::<u64>(), kinds, any::<u64>(), any::<u64>(), prop::option::of(counts), symbols).prop_map(
         |(ended, kinds, pipeline_dropped, malformed, aggregated, symbols)| Trailer {
             ended_mono_ns: ended,
-            counters: KernelCounters { kinds, pipeline_dropped, malformed, aggregated, probes: Default::default() },
+            counters: KernelCounters {
+                kinds,
+                pipeline_dropped,
+                malformed,
+                aggregated,
+                probes: Default::default(),
+                losses: Default::default(),
+                agg_losses: Default::default(),
+            },
             symbols: symbols
                 .into_iter()
                 .map(|(pid, addr, symbol)| SymbolEntry {

@@ -4,7 +4,11 @@
 use wasmtap_tests::*;
 
 fn fails_with(args: &[&str], expect: &str) {
-    let o = run(wasmtap().args(args));
+    fails_with_cmd(wasmtap().args(args), args, expect);
+}
+
+fn fails_with_cmd(cmd: &mut std::process::Command, args: &[&str], expect: &str) {
+    let o = run(cmd);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
     assert!(err.contains(expect), "{args:?}: expected {expect:?} in:\n{err}");
@@ -195,4 +199,16 @@ fn a_run_that_cannot_start_leaves_no_recording_behind() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!path.exists(), "a run that cannot start leaves no recording behind");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_bad_map_size_is_refused_with_its_name() {
+    for (value, expect) in [
+        ("targets=0", "WASMTAP_MAP_ENTRIES: `0` is not a number of entries from 1 to 1048576"),
+        ("ring=64", "WASMTAP_MAP_ENTRIES: unknown map `ring` (known: targets, execs, opens, agg_starts, scoped_tids)"),
+        ("targets", "WASMTAP_MAP_ENTRIES: `targets` is not NAME=ENTRIES"),
+    ] {
+        let args = ["run", "syscount", "-d", "1"];
+        fails_with_cmd(wasmtap().env("WASMTAP_MAP_ENTRIES", value).args(args), &args, expect);
+    }
 }

@@ -21,7 +21,8 @@ use crate::sandbox::types;
 
 /// Kernel aggregations per plugin.
 pub const PER_PLUGIN_MAX: usize = 32;
-/// Intervals started and not ended yet that the host keeps (the kernel's LRU holds as many).
+/// Intervals started and not ended yet that the host keeps (the kernel's map holds as
+/// many; like it, a start that finds the map full is refused and counted).
 const STARTS_MAX: usize = 65536;
 
 /// `WT_SRC_TASK`: the scope applies to the thread a correlation field names.
@@ -472,6 +473,8 @@ pub struct Evaluator {
     starts: HashMap<(u32, u64), u64>,
     /// Events whose key did not fit (the map was full), as the kernel counts them.
     pub lost: u64,
+    /// Starts that did not fit (the map of starts was full): intervals lost.
+    pub starts_lost: u64,
 }
 
 impl Evaluator {
@@ -557,6 +560,7 @@ impl Evaluator {
             Role::Start => {
                 let Some(corr) = Self::read(rec, &a.corr, base, id) else { return };
                 if self.starts.len() >= STARTS_MAX && !self.starts.contains_key(&(a.agg, corr)) {
+                    self.starts_lost += 1;
                     return;
                 }
                 self.starts.insert((a.agg, corr), now);
@@ -679,6 +683,14 @@ impl Store {
     pub fn host_lost(&self) -> u64 {
         match &self.backend {
             Backend::Host(e) => e.lost,
+            Backend::Kernel { .. } => 0,
+        }
+    }
+
+    /// Intervals lost to a full map of starts in the host (replay, recording).
+    pub fn host_starts_lost(&self) -> u64 {
+        match &self.backend {
+            Backend::Host(e) => e.starts_lost,
             Backend::Kernel { .. } => 0,
         }
     }

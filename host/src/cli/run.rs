@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 
 use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
 use crate::collect::live::{KernelFilter, Live, LiveConfig};
+use crate::collect::map_sizes::MapSizes;
 use crate::collect::recording::{Header, Writer};
 use crate::collect::table::Source;
 use crate::output::Format;
@@ -34,6 +35,8 @@ fn trace(
     output: &OutputArgs,
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
+    // Checked first, like any other bad input: nothing is loaded or started yet.
+    let map_sizes = MapSizes::from_env()?;
     // The kernel's BTF takes longest to start: parse it while the plugins load.
     crate::collect::live::prefetch_loader();
     // Files first: a bad path stops the run before anything is traced, and once attached
@@ -84,6 +87,7 @@ fn trace(
         table: plugins.table.clone(),
         aggs: plugins.agg_sites(),
         agg_filter: KernelFilter { targets: agg_targets, follow_children: child.is_some(), ..agg_filter },
+        map_sizes,
     };
     let (mut live, rx) = Live::start(&config)?;
     if let Some(values) = live.take_values() {

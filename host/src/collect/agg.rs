@@ -21,6 +21,52 @@ pub const AGG_KIND: u32 = 9;
 /// Keys the kernel keeps, over every aggregation of a run.
 pub const VALUES_MAX: u32 = 16384;
 
+/// Aggregation ids with loss counters of their own in `AGG_LOSSES` (`WT_AGG_IDS`).
+pub const AGG_IDS: u32 = 1024;
+
+/// The number of aggregation ids the sites use (the largest plus one).
+pub fn agg_ids(sites: &[SiteConfig]) -> u32 {
+    let ids = sites.iter().flat_map(|s| &s.actions).map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]));
+    ids.max().map_or(0, |m| m.saturating_add(1))
+}
+
+/// Aggregations whose intervals are keyed by a thread id (`WT_AGG_TID_AGGS`).
+pub const TID_AGGS_MAX: usize = 64;
+/// `struct wt_agg_tid_aggs`.
+pub const TID_AGGS_BYTES: usize = 4 + 4 * TID_AGGS_MAX;
+
+/// The aggregations whose starts are keyed by a thread id (`WT_SRC_TID`, or a field
+/// flagged `WT_SRC_TASK`), read back from the encoded actions (`struct wt_agg_action`:
+/// agg at 0, role at 4, the correlation's source at 48 and flags at 50): the kernel
+/// forgets their starts when the thread exits.
+pub fn tid_keyed_aggs(sites: &[SiteConfig]) -> Vec<u32> {
+    const ROLE_START: u8 = 1;
+    const SRC_TID: u8 = 3;
+    const SRC_TASK: u8 = 2;
+    let mut ids: Vec<u32> = sites
+        .iter()
+        .flat_map(|s| &s.actions)
+        .filter(|a| a[4] == ROLE_START && (a[48] == SRC_TID || a[50] & SRC_TASK != 0))
+        .map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// `struct wt_agg_tid_aggs` for `ids`; none if there are more than the kernel holds.
+pub fn tid_aggs_bytes(ids: &[u32]) -> Option<[u8; TID_AGGS_BYTES]> {
+    if ids.len() > TID_AGGS_MAX {
+        return None;
+    }
+    let mut b = [0u8; TID_AGGS_BYTES];
+    b[0..4].copy_from_slice(&(ids.len() as u32).to_le_bytes());
+    for (i, id) in ids.iter().enumerate() {
+        b[4 + 4 * i..8 + 4 * i].copy_from_slice(&id.to_le_bytes());
+    }
+    Some(b)
+}
+
 /// Where a probe's events are aggregated.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SiteAttach {

@@ -22,11 +22,12 @@ use aya::programs::{PerfEvent, RawTracePoint, TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
-use super::agg::{KernelValues, SiteAttach, SiteConfig, VALUES_MAX};
+use super::agg::{agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, VALUES_MAX};
+use super::map_sizes::MapSizes;
 use super::probes::{collector_of, Collector};
 use super::rows::{self, counter_rows};
 use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
-use super::{Chunk, KernelCounters, KindCounters};
+use super::{AggLosses, Chunk, KernelCounters, KindCounters, LossReason};
 
 static SYSCALLS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
 static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/proc.bpf.o"));
@@ -68,6 +69,8 @@ pub enum CollectError {
     Map { collector: Collector, map: &'static str, reason: String },
     #[error("cannot start the ring buffer thread: {0}")]
     Thread(std::io::Error),
+    #[error("{0} kernel aggregations time intervals by thread; at most {max} may", max = super::agg::TID_AGGS_MAX)]
+    TooManyTidAggs(usize),
 }
 
 /// Filters applied in the kernel, for every collector.
@@ -94,6 +97,8 @@ pub struct LiveConfig {
     pub aggs: Vec<SiteConfig>,
     /// The filter of the aggregation collector, which the host cannot re-check.
     pub agg_filter: KernelFilter,
+    /// Bookkeeping maps resized (`WASMTAP_MAP_ENTRIES`).
+    pub map_sizes: MapSizes,
 }
 
 /// A loader made early by [`prefetch_loader`], for [`Live::start`] to take.
@@ -127,6 +132,8 @@ pub struct Live {
     malformed: Arc<AtomicU64>,
     /// The aggregation collector's values, until the plugins' reader takes them.
     values: Option<KernelValues>,
+    /// Aggregation ids in use, whose losses are read.
+    agg_ids: u32,
 }
 
 impl Live {
@@ -139,6 +146,9 @@ impl Live {
         let mut user_links = Vec::new();
         let (agg_globals, globals) = (Globals::new(&config.agg_filter, config), Globals::new(&config.filter, config));
         let mut loader = take_loader();
+        for (map, entries) in &config.map_sizes.0 {
+            loader.map_max_entries(map, *entries);
+        }
         if !config.aggs.is_empty() {
             let c = Collector::Agg;
             let mut obj = load(&mut loader, c, &agg_globals)?;
@@ -201,7 +211,17 @@ impl Live {
             .spawn(move || drainer.run())
             .map_err(CollectError::Thread)?;
         Ok((
-            Live { objects, counted, _links: user_links, stop, drain: Some(drain), pipeline_drops, malformed, values },
+            Live {
+                objects,
+                counted,
+                _links: user_links,
+                stop,
+                drain: Some(drain),
+                pipeline_drops,
+                malformed,
+                values,
+                agg_ids: agg_ids(&config.aggs).min(AGG_IDS),
+            },
             ChunkReceiver { rx, in_flight },
         ))
     }
@@ -234,7 +254,7 @@ impl Live {
     }
 
     /// The kernel's counters, summed over CPUs, plus the drain thread's. Reads only the
-    /// rows each collector can write (about 3 k map lookups with the syscall collector),
+    /// rows each collector can write (about 4 k map lookups with the syscall collector),
     /// so it may be called while running.
     pub fn counters(&self) -> KernelCounters {
         let mut out = KernelCounters::default();
@@ -244,13 +264,52 @@ impl Live {
             let get =
                 |row: u32, s: u32| -> u64 { arr.get(&(row * rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
             for &row in counted {
-                let counts = KindCounters { filtered: get(row, 0), emitted: get(row, 1), dropped: get(row, 2) };
+                let counts = KindCounters {
+                    filtered: get(row, 0),
+                    emitted: get(row, 1),
+                    dropped: get(row, 2),
+                    lost: get(row, 3),
+                };
                 out.add_row(row, counts);
             }
         }
+        for (reason, n) in self.losses() {
+            out.add_loss(reason, n);
+        }
+        out.agg_losses = self.agg_losses();
         out.pipeline_dropped = self.pipeline_drops.load(Ordering::Relaxed);
         out.malformed = self.malformed.load(Ordering::Relaxed);
         out
+    }
+
+    /// The aggregation collector's `AGG_LOSSES`, summed over CPUs, for the ids in use.
+    fn agg_losses(&self) -> std::collections::BTreeMap<u32, AggLosses> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some((_, obj)) = self.objects.iter().find(|(c, _)| *c == Collector::Agg) else { return out };
+        let Some(Ok(arr)) = obj.map("AGG_LOSSES").map(PerCpuArray::<_, u64>::try_from) else { return out };
+        let get = |key: u32| -> u64 { arr.get(&key, 0).map(|v| v.iter().sum()).unwrap_or(0) };
+        for id in 0..self.agg_ids {
+            let l = AggLosses { agg_map_full: get(2 * id), start_map_full: get(2 * id + 1) };
+            if l != AggLosses::default() {
+                out.insert(id, l);
+            }
+        }
+        out
+    }
+
+    /// Every collector's `LOSSES`, summed over CPUs, then over collectors, except what
+    /// each collector keeps a copy of (the target set): the largest of its counts.
+    fn losses(&self) -> Vec<(LossReason, u64)> {
+        let mut totals = [0u64; rows::LOSSES as usize];
+        for (_, obj) in &self.objects {
+            let Some(map) = obj.map("LOSSES") else { continue };
+            let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
+            for (i, reason) in LossReason::ALL.iter().enumerate() {
+                let n: u64 = arr.get(&(i as u32), 0).map(|v| v.iter().sum()).unwrap_or(0);
+                totals[i] = if reason.per_process() { totals[i].max(n) } else { totals[i] + n };
+            }
+        }
+        LossReason::ALL.into_iter().zip(totals).collect()
     }
 
     /// Detach every collector, drain what the kernel has written once more, then end
@@ -466,6 +525,11 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
                     site.to_bytes().try_into().map_err(|_| map_err("AGG_SITES")(aya::maps::MapError::KeyNotFound))?;
                 m.set(site.site, bytes, 0).map_err(map_err("AGG_SITES"))?;
             }
+            let ids = tid_keyed_aggs(&config.aggs);
+            let bytes = tid_aggs_bytes(&ids).ok_or(CollectError::TooManyTidAggs(ids.len()))?;
+            let mut m: Array<_, [u8; super::agg::TID_AGGS_BYTES]> =
+                Array::try_from(map_of(c, obj, "AGG_TID_AGGS")?).map_err(map_err("AGG_TID_AGGS"))?;
+            m.set(0, bytes, 0).map_err(map_err("AGG_TID_AGGS"))?;
         }
         _ => {}
     }
@@ -633,7 +697,8 @@ fn attach_aggs(obj: &mut Ebpf, config: &LiveConfig, links: &mut Vec<crate::sys::
     if f.targets.is_some() && f.follow_children {
         attach_raw(obj, "wt_agg_track_fork", "sched_process_fork")?;
     }
-    if f.targets.is_some() {
+    // The exit program also forgets the starts of a thread's intervals.
+    if f.targets.is_some() || !tid_keyed_aggs(&config.aggs).is_empty() {
         attach_raw(obj, "wt_agg_untrack_exit", "sched_process_exit")?;
     }
     let mut fd = None;

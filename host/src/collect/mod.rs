@@ -5,6 +5,7 @@ pub mod agg;
 pub mod cgroup;
 pub mod elf;
 pub mod live;
+pub mod map_sizes;
 pub mod probes;
 pub mod recording;
 pub mod rows;
@@ -40,6 +41,22 @@ pub struct KindCounters {
     pub emitted: u64,
     /// Lost because the ring buffer was full.
     pub dropped: u64,
+    /// Lost in the kernel for another reason ([`LossReason`]: a full map, a record too
+    /// big); the reasons are in [`KernelCounters::losses`]. Left out of reports when
+    /// zero, and absent from older recordings.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl KindCounters {
+    /// Every event the collectors saw: `filtered + emitted + dropped + lost`.
+    pub fn generated(&self) -> u64 {
+        [self.emitted, self.dropped, self.lost].into_iter().fold(self.filtered, u64::saturating_add)
+    }
 }
 
 /// Saturating: counters may come from a recording, which nobody vouches for.
@@ -48,6 +65,75 @@ impl std::ops::AddAssign for KindCounters {
         self.filtered = self.filtered.saturating_add(o.filtered);
         self.emitted = self.emitted.saturating_add(o.emitted);
         self.dropped = self.dropped.saturating_add(o.dropped);
+        self.lost = self.lost.saturating_add(o.lost);
+    }
+}
+
+/// Why the kernel lost something other than to a full ring buffer (`enum wt_loss` in
+/// `bpf/wasmtap.h`, in that order): each collector counts these per CPU in its `LOSSES`
+/// map, on the failure path only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LossReason {
+    /// A child of a `-c`/`-p` target was not followed: the target set was full. Its
+    /// events then count as filtered. A count of processes, not of events.
+    TargetsFull,
+    /// An exec was not reported: the map of execs in flight was full.
+    ExecMapFull,
+    /// An open was not reported: the map of opens in flight was full.
+    OpenMapFull,
+    /// A record larger than the collector's buffer was refused.
+    RecordTooBig,
+    /// An update of a kernel aggregation was lost: the aggregation map was full.
+    AggMapFull,
+    /// An interval of a latency aggregation was lost: its start could not be kept, the
+    /// map of starts was full.
+    StartMapFull,
+    /// A thread in the run's scope was not remembered as such (the map was full), so
+    /// the intervals other tasks time for it may be missed. A count of threads.
+    ScopeMapFull,
+}
+
+impl LossReason {
+    /// Every reason, in the order of `enum wt_loss` (its index is the map key).
+    pub const ALL: [LossReason; 7] = [
+        LossReason::TargetsFull,
+        LossReason::ExecMapFull,
+        LossReason::OpenMapFull,
+        LossReason::RecordTooBig,
+        LossReason::AggMapFull,
+        LossReason::StartMapFull,
+        LossReason::ScopeMapFull,
+    ];
+
+    /// The name in reports: `targets_full`, `exec_map_full`...
+    pub fn name(self) -> &'static str {
+        match self {
+            LossReason::TargetsFull => "targets_full",
+            LossReason::ExecMapFull => "exec_map_full",
+            LossReason::OpenMapFull => "open_map_full",
+            LossReason::RecordTooBig => "record_too_big",
+            LossReason::AggMapFull => "agg_map_full",
+            LossReason::StartMapFull => "start_map_full",
+            LossReason::ScopeMapFull => "scope_map_full",
+        }
+    }
+
+    /// What one count is: most reasons count events, two count tasks.
+    pub fn unit(self) -> &'static str {
+        match self {
+            LossReason::TargetsFull => "child processes not followed",
+            LossReason::ScopeMapFull => "threads not kept in scope",
+            LossReason::StartMapFull => "intervals",
+            LossReason::AggMapFull => "aggregation updates",
+            _ => "events",
+        }
+    }
+
+    /// Whether the count is of process state every collector keeps its own copy of (the
+    /// target set): the collectors see the same forks, so their counts are of the same
+    /// children, and the host takes the largest instead of the sum.
+    pub fn per_process(self) -> bool {
+        self == LossReason::TargetsFull
     }
 }
 
@@ -139,6 +225,22 @@ pub struct KernelCounters {
     /// because the aggregation map was full (`dropped`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggregated: Option<KindCounters>,
+    /// What the kernel lost other than to a full ring, by reason (nonzero only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "loss_map")]
+    pub losses: BTreeMap<LossReason, u64>,
+    /// The kernel aggregations' losses, by aggregation id (nonzero only). Ids mean
+    /// nothing outside the run: each plugin's accounting names its own aggregations.
+    #[serde(skip)]
+    pub agg_losses: BTreeMap<u32, AggLosses>,
+}
+
+/// What one kernel aggregation lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AggLosses {
+    /// Updates lost: a new key found the aggregation map full.
+    pub agg_map_full: u64,
+    /// Intervals lost: a start found the map of starts full.
+    pub start_map_full: u64,
 }
 
 impl KernelCounters {
@@ -151,11 +253,28 @@ impl KernelCounters {
         *self.kinds.entry(row.kind()).or_default() += counts;
     }
 
-    /// Every record lost for any reason.
+    /// Every record lost for any reason, and every aggregation update and interval a
+    /// kernel aggregation lost. (Children not followed and threads not kept in scope are
+    /// not events: they are in `losses` only.)
     pub fn dropped(&self) -> u64 {
         let agg = self.aggregated.map_or(0, |a| a.dropped);
-        let ring = self.kinds.values().fold(0u64, |sum, k| sum.saturating_add(k.dropped));
-        ring.saturating_add(self.pipeline_dropped).saturating_add(self.malformed).saturating_add(agg)
+        let kinds = self.kinds.values().fold(0u64, |sum, k| sum.saturating_add(k.dropped).saturating_add(k.lost));
+        [self.pipeline_dropped, self.malformed, agg, self.loss(LossReason::StartMapFull)]
+            .into_iter()
+            .fold(kinds, u64::saturating_add)
+    }
+
+    /// The count of one loss reason.
+    pub fn loss(&self, reason: LossReason) -> u64 {
+        self.losses.get(&reason).copied().unwrap_or(0)
+    }
+
+    /// Add `n` to a loss reason (none if zero, so reports list only what happened).
+    pub fn add_loss(&mut self, reason: LossReason, n: u64) {
+        if n > 0 {
+            let count = self.losses.entry(reason).or_default();
+            *count = count.saturating_add(n);
+        }
     }
 }
 
@@ -193,6 +312,29 @@ mod kind_map {
                     .find(|k| kind_name(*k) == name)
                     .map(|k| (k, v))
                     .ok_or_else(|| serde::de::Error::custom(format!("unknown record kind `{name}`")))
+            })
+            .collect()
+    }
+}
+
+mod loss_map {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<LossReason, u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(m.iter().map(|(r, n)| (r.name(), n)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<LossReason, u64>, D::Error> {
+        let named: BTreeMap<String, u64> = BTreeMap::deserialize(d)?;
+        named
+            .into_iter()
+            .map(|(name, n)| {
+                LossReason::ALL
+                    .into_iter()
+                    .find(|r| r.name() == name)
+                    .map(|r| (r, n))
+                    .ok_or_else(|| serde::de::Error::custom(format!("unknown loss reason `{name}`")))
             })
             .collect()
     }
@@ -240,14 +382,30 @@ mod tests {
     #[test]
     fn probes_sum_into_kinds_and_serialize_by_name() {
         let mut k = KernelCounters::default();
-        k.add_probe(ProbeRow::SysEnter(110), KindCounters { filtered: 1, emitted: 2, dropped: 3 });
-        k.add_probe(ProbeRow::SysEnter(39), KindCounters { filtered: 0, emitted: 5, dropped: 0 });
+        k.add_probe(ProbeRow::SysEnter(110), KindCounters { filtered: 1, emitted: 2, dropped: 3, lost: 0 });
+        k.add_probe(ProbeRow::SysEnter(39), KindCounters { filtered: 0, emitted: 5, dropped: 0, lost: 0 });
         k.add_probe(ProbeRow::Kind(Kind::Exec), KindCounters::default());
-        assert_eq!(k.kinds[&Kind::SysEnter], KindCounters { filtered: 1, emitted: 7, dropped: 3 });
+        assert_eq!(k.kinds[&Kind::SysEnter], KindCounters { filtered: 1, emitted: 7, dropped: 3, lost: 0 });
         assert_eq!(k.probes.len(), 2, "zero rows are left out");
         let json = serde_json::to_value(&k).unwrap();
         assert_eq!(json["probes"]["sys_enter:110"]["dropped"], 3);
         assert_eq!(serde_json::from_value::<KernelCounters>(json).unwrap(), k);
+    }
+
+    #[test]
+    fn losses_serialize_by_name_and_count_events_only() {
+        let mut k = KernelCounters::default();
+        k.add_probe(ProbeRow::Kind(Kind::Exec), KindCounters { filtered: 0, emitted: 1, dropped: 2, lost: 3 });
+        k.add_loss(LossReason::ExecMapFull, 3);
+        k.add_loss(LossReason::TargetsFull, 7);
+        k.add_loss(LossReason::StartMapFull, 5);
+        k.add_loss(LossReason::ScopeMapFull, 0);
+        assert_eq!(k.dropped(), 2 + 3 + 5, "ring full, exec map full, intervals; not the children");
+        let json = serde_json::to_value(&k).unwrap();
+        assert_eq!(json["losses"], serde_json::json!({"targets_full": 7, "exec_map_full": 3, "start_map_full": 5}));
+        assert_eq!(serde_json::from_value::<KernelCounters>(json).unwrap(), k);
+        let bad = r#"{"kinds":{},"pipeline_dropped":0,"malformed":0,"losses":{"gremlins":1}}"#;
+        assert!(serde_json::from_str::<KernelCounters>(bad).is_err());
     }
 
     #[test]
@@ -256,7 +414,8 @@ mod tests {
             r#"{"kinds":{"sys_enter":{"filtered":0,"emitted":5,"dropped":0}},"pipeline_dropped":0,"malformed":0}"#;
         let k: KernelCounters = serde_json::from_str(old).unwrap();
         assert_eq!(k.kinds[&Kind::SysEnter].emitted, 5);
-        assert!(k.probes.is_empty());
-        assert!(!serde_json::to_string(&k).unwrap().contains("probes"), "no rows, no key: reports stay as they were");
+        assert!(k.probes.is_empty() && k.losses.is_empty());
+        let json = serde_json::to_string(&k).unwrap();
+        assert!(!json.contains("probes") && !json.contains("losses"), "no rows, no key: reports stay as they were");
     }
 }

@@ -2,7 +2,8 @@
 //! [`ProbeRow`] sits in the per-CPU `COUNTERS` array, and which rows a collector can
 //! write, so that reading them (at exit, or for periodic stats) skips the rest.
 //!
-//! `COUNTERS[row * SLOTS + slot]`, slots filtered, emitted, dropped:
+//! `COUNTERS[row * SLOTS + slot]`, slots filtered, emitted, dropped (ring full), lost
+//! (another reason, counted by reason in `LOSSES`):
 //!
 //! | rows            | what                                                    |
 //! |-----------------|---------------------------------------------------------|
@@ -20,8 +21,10 @@ use super::probes::Collector;
 use super::table::ProbeTable;
 use super::{KernelCounters, KindCounters, ProbeRow};
 
-/// Counter slots per row (`WT_SLOTS`): filtered, emitted, dropped.
-pub const SLOTS: u32 = 3;
+/// Counter slots per row (`WT_SLOTS`): filtered, emitted, dropped, lost.
+pub const SLOTS: u32 = 4;
+/// Loss reasons (`WT_LOSSES`): the entries of each collector's `LOSSES` map.
+pub const LOSSES: u32 = 7;
 /// Rows of record kinds (`WT_KINDS`).
 pub const KIND_ROWS: u32 = 16;
 /// Syscall ids with a row of their own (`WT_NR_SYSCALLS`).
@@ -162,6 +165,19 @@ mod tests {
         ] {
             assert_eq!(get(name), Some(ours), "{name} in bpf/wasmtap.h");
         }
+        let text = include_str!("../../../bpf/wasmtap.h");
+        let enum_value = |name: &str| {
+            let line = text.lines().find(|l| l.trim_start().starts_with(&format!("{name} = ")))?;
+            line.split('=').nth(1)?.trim().trim_end_matches(|c: char| !c.is_ascii_digit()).parse::<u32>().ok()
+        };
+        assert_eq!(enum_value("WT_SLOTS"), Some(SLOTS));
+        assert_eq!(enum_value("WT_LOSSES"), Some(LOSSES));
+        assert_eq!(super::super::LossReason::ALL.len() as u32, LOSSES);
+        for (i, reason) in super::super::LossReason::ALL.iter().enumerate() {
+            let line = text.lines().find(|l| l.contains(&format!("/* {}:", reason.name())));
+            let line = line.unwrap_or_else(|| panic!("{} is not named in enum wt_loss", reason.name()));
+            assert!(line.contains(&format!("= {i},")), "{} is reason {i}: {line}", reason.name());
+        }
         assert_eq!(super::super::table::NR_SYSCALLS, NR_SYSCALLS);
         assert_eq!(super::super::table::USER_SLOTS_MAX as u32, USER_SLOTS);
     }
@@ -188,7 +204,7 @@ mod tests {
     #[test]
     fn rows_add_to_probes_kinds_and_the_aggregation_row() {
         let mut k = KernelCounters::default();
-        let one = KindCounters { filtered: 1, emitted: 0, dropped: 0 };
+        let one = KindCounters { filtered: 1, ..KindCounters::default() };
         k.add_row(ROW_SYS_EXIT + 60, one);
         k.add_row(Kind::Exec as u32, one);
         k.add_row(AGG_KIND, one);

@@ -278,13 +278,17 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
         report.lost()
     )];
     for (kind, k) in &report.kernel.kinds {
-        lines.push(format!(
+        let mut line = format!(
             "  {:<10} emitted {:>10}  filtered {:>10}  ring-full drops {:>8}",
             crate::collect::kind_name(*kind),
             k.emitted,
             k.filtered,
             k.dropped
-        ));
+        );
+        if k.lost > 0 {
+            line += &format!("  lost {:>8}", k.lost);
+        }
+        lines.push(line);
     }
     if let Some(a) = report.kernel.aggregated {
         lines.push(format!(
@@ -295,12 +299,26 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
     if report.kernel.pipeline_dropped > 0 {
         lines.push(format!("  pipeline full: {} events dropped", report.kernel.pipeline_dropped));
     }
+    for (reason, n) in &report.kernel.losses {
+        lines.push(format!("  kernel loss {}: {n} {}", reason.name(), reason.unit()));
+    }
     for p in &report.plugins {
         lines.push(plugin_line(p));
         lines.push(format!("    limits: {}; code {}", limits(&p.limits), p.code));
+        for a in &p.aggregation_losses {
+            lines.push(format!(
+                "    aggregation {}: agg_map_full {}, start_map_full {}",
+                a.aggregation, a.lost.agg_map_full, a.lost.start_map_full
+            ));
+        }
         for s in &p.probes {
             let mut line = format!("    {}: ", s.probe);
-            if s.generated > 0 {
+            if s.generated > 0 && s.kernel_lost > 0 {
+                line += &format!(
+                    "kernel {} = filtered {} + ring-full {} + lost {} + emitted {}; ",
+                    s.generated, s.kernel_filtered, s.ring_dropped, s.kernel_lost, s.emitted
+                );
+            } else if s.generated > 0 {
                 line += &format!(
                     "kernel {} = filtered {} + ring-full {} + emitted {}; ",
                     s.generated, s.kernel_filtered, s.ring_dropped, s.emitted

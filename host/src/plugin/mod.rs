@@ -137,6 +137,17 @@ pub struct PluginStats {
     pub code: String,
     /// The same counts per subscribed probe.
     pub probes: Vec<ProbeStats>,
+    /// What its kernel aggregations lost, by name (those that lost anything, live runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub aggregation_losses: Vec<AggregationLosses>,
+}
+
+/// What one of a plugin's kernel aggregations lost, for the accounting.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AggregationLosses {
+    pub aggregation: String,
+    #[serde(flatten)]
+    pub lost: crate::collect::AggLosses,
 }
 
 /// A fault, as the accounting reports it.
@@ -149,16 +160,19 @@ pub struct FaultReport {
 }
 
 /// What became of the events of one subscription. In the kernel: `kernel_filtered`,
-/// `ring_dropped`, and `emitted` to the host; there, each emitted record is `filtered`,
-/// `delivered` or dropped with a reason, so `emitted = filtered + delivered +
-/// dropped_budget + dropped_fault`.
+/// `ring_dropped`, `kernel_lost` (a full map, a record too big: the reasons are in the
+/// kernel's `losses`), and `emitted` to the host; there, each emitted record is
+/// `filtered`, `delivered` or dropped with a reason, so `emitted = filtered + delivered
+/// + dropped_budget + dropped_fault`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ProbeStats {
     pub probe: String,
-    /// Events of the probe the collectors saw: kernel_filtered + ring_dropped + emitted.
+    /// Events of the probe the collectors saw: kernel_filtered + ring_dropped +
+    /// kernel_lost + emitted.
     pub generated: u64,
     pub kernel_filtered: u64,
     pub ring_dropped: u64,
+    pub kernel_lost: u64,
     pub emitted: u64,
     pub filtered: u64,
     pub delivered: u64,
@@ -874,9 +888,11 @@ impl Runner {
             // Saturating: the counters may come from a recording.
             p.kernel_filtered = p.kernel_filtered.saturating_add(k.filtered);
             p.ring_dropped = p.ring_dropped.saturating_add(k.dropped);
+            p.kernel_lost = p.kernel_lost.saturating_add(k.lost);
             p.emitted = p.emitted.saturating_add(k.emitted);
-            p.generated = p.generated.saturating_add(k.filtered.saturating_add(k.dropped).saturating_add(k.emitted));
+            p.generated = p.generated.saturating_add(k.generated());
         }
+        stats.aggregation_losses = self.aggregation_losses(kernel);
         let sum = |f: fn(&ProbeStats) -> u64| self.sub_stats.iter().map(f).sum::<u64>();
         stats.filtered = sum(|s| s.filtered);
         stats.delivered = sum(|s| s.delivered);
@@ -891,6 +907,16 @@ impl Runner {
         stats.host_cpu_ms = self.host_cpu_ns / 1_000_000;
         stats.longest_call_ms = stats.longest_call_ms.max(meter.longest.as_millis() as u64);
         stats
+    }
+
+    /// The losses of this plugin's kernel aggregations, named as its plan names them.
+    fn aggregation_losses(&self, kernel: &KernelCounters) -> Vec<AggregationLosses> {
+        let named = self.agg_ids.iter().zip(&self.plan.aggregations);
+        named
+            .filter_map(|(id, a)| {
+                kernel.agg_losses.get(id).map(|l| AggregationLosses { aggregation: a.name.clone(), lost: *l })
+            })
+            .collect()
     }
 
     /// Tables to print headings for.
@@ -1179,9 +1205,13 @@ impl PluginSet {
         }
     }
 
-    /// Events the host's aggregation evaluator lost to a full map.
-    pub fn agg_lost(&self) -> u64 {
-        self.aggs.as_ref().map_or(0, |s| s.lock().unwrap_or_else(|e| e.into_inner()).host_lost())
+    /// Events the host's aggregation evaluator lost to a full map: updates, and
+    /// intervals whose start did not fit.
+    pub fn agg_lost(&self) -> (u64, u64) {
+        self.aggs.as_ref().map_or((0, 0), |s| {
+            let store = s.lock().unwrap_or_else(|e| e.into_inner());
+            (store.host_lost(), store.host_starts_lost())
+        })
     }
 
     /// Comparisons on a syscall's arguments run in the kernel when every subscription that

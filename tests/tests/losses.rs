@@ -1,0 +1,95 @@
+//! No silent loss in the collectors: when a kernel map is full, what it could not hold
+//! is counted under a named reason, the accounting still adds up, and a live run says
+//! so while it happens. The maps are shrunk with `WASMTAP_MAP_ENTRIES` so that a small
+//! workload fills them. Live tests need root and BPF: in CI they run and must pass.
+
+use serde_json::Value as Json;
+use wasmtap_tests::*;
+
+fn u(v: &Json) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Children alive at once, and getppid calls each makes.
+const CHILDREN: u64 = 100;
+const CALLS: u64 = 1000;
+/// Entries of the shrunk maps: the target set holds the command and 63 children; the
+/// map of syscall starts holds 16 threads' starts.
+const TARGETS: u64 = 64;
+const STARTS: u64 = 16;
+
+#[test]
+fn full_target_and_start_maps_are_counted_by_reason_and_reported_live() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // The workload lingers 6 s after its children are gone: one live report (every
+    // 5 s) falls inside the run, after every loss has happened.
+    let cmd = format!("{} {CHILDREN} {CALLS} 6000", workload("fanout").display());
+    let o = run(wasmtap().env("WASMTAP_MAP_ENTRIES", format!("targets={TARGETS},agg_starts={STARTS}")).args([
+        "run",
+        "syscount",
+        "syslatency",
+        "--param",
+        "syslatency.syscall=getppid",
+        "-o",
+        "json",
+        "-c",
+        &cmd,
+    ]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(err.contains(&format!("children {CHILDREN} calls {CALLS}")), "the workload ran: {err}");
+    let lines = json_lines(&out);
+    let acct = &lines.iter().find(|v| v["type"] == "accounting").expect("accounting")["data"];
+    let losses = &acct["kernel"]["losses"];
+
+    // The target set holds the command itself and TARGETS - 1 children; the others were
+    // not followed, each counted once.
+    let followed = TARGETS - 1;
+    assert_eq!(u(&losses["targets_full"]), CHILDREN - followed, "{losses}");
+    // Their getppid calls were filtered in the kernel, not counted: syscount saw exactly
+    // the followed children's.
+    let count = lines
+        .iter()
+        .find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some())
+        .map(|v| u(&v["data"]["@syscall"]["getppid"]));
+    assert_eq!(count, Some(followed * CALLS), "{out:.3000}");
+
+    // Every followed child started a getppid before any went on: at most STARTS of
+    // them found room for their start, so at least the rest were refused, each counted.
+    // Every getppid of a followed child is an interval timed or an interval lost.
+    let lost_starts = u(&losses["start_map_full"]);
+    assert!(lost_starts >= followed - STARTS, "{losses}");
+    let hist = lines.iter().find(|v| v["type"] == "hist").expect("syslatency's histogram");
+    let timed: u64 = hist["data"]["@nanoseconds"]["getppid"]
+        .as_array()
+        .expect("getppid buckets")
+        .iter()
+        .map(|b| u(&b["count"]))
+        .sum();
+    assert_eq!(timed + lost_starts, followed * CALLS, "timed {timed} + lost {lost_starts}");
+    // Those losses are syslatency's, by the name of its aggregation; syscount lost none.
+    let plugin = |name: &str| {
+        acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{name}"))
+    };
+    let want = serde_json::json!([{"aggregation": "nanoseconds", "agg_map_full": 0, "start_map_full": lost_starts}]);
+    assert_eq!(plugin("syslatency")["aggregation_losses"], want, "{acct}");
+    assert!(plugin("syscount").get("aggregation_losses").is_none(), "{acct}");
+
+    // Nothing else was lost; the lost intervals are lost events, and the run says it had
+    // problems.
+    assert_eq!(losses.as_object().map(|m| m.len()), Some(2), "{losses}");
+    let lost = lines.iter().find(|v| v["type"] == "lost_events").expect("lost_events");
+    assert_eq!(u(&lost["data"]["events"]), lost_starts, "{acct}");
+    assert_eq!(o.status.code(), Some(1), "losses end the run with problems\n{err}");
+
+    // The live report, at 5 s, named both reasons with the run's full counts.
+    let report = err.lines().find(|l| l.starts_with("wasmtap: lost in the last 5 s: "));
+    let report = report.unwrap_or_else(|| panic!("no live drop report: {err}"));
+    let want = format!(
+        "targets_full {} child processes not followed; start_map_full {lost_starts} intervals",
+        CHILDREN - followed
+    );
+    assert!(report.ends_with(&want), "{report}");
+}
