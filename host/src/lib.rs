@@ -15,3 +15,4 @@ pub mod plugin;
 pub mod sandbox;
 pub mod symbolize;
 pub mod sys;
+pub mod watchdog;

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 
 use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
 use crate::collect::live::{KernelFilter, Live, LiveConfig};
+use crate::collect::overload;
 use crate::collect::recording::{Header, Writer};
 use crate::collect::table::Source;
 use crate::output::Format;
@@ -14,6 +15,7 @@ use crate::pipeline::{self, LiveOptions};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::sandbox::{Clock, Sandbox};
 use crate::sys::GatedChild;
+use crate::watchdog::{self, Doing, Watchdog};
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     trace(&args.plugins, &args.trace, &args.common, &args.output, None)
@@ -31,6 +33,8 @@ fn trace(
     output: &OutputArgs,
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
+    let max_kernel_cpu = super::limits::parse_kernel_cpu(&trace.max_kernel_cpu)?;
+    let stall_timeout = super::limits::parse_watchdog(&common.watchdog)?;
     // The kernel's BTF takes longest to start: parse it while the plugins load.
     crate::collect::live::prefetch_loader();
     let sandbox = Sandbox::new()?;
@@ -82,6 +86,14 @@ fn trace(
         Some(path) => Some(Writer::create(path, &recording_header(&plugins))?),
         None => None,
     };
+    let overload = match max_kernel_cpu {
+        Some(limit) => Some(overload::Guard::start(live.programs(), limit)?),
+        None => None,
+    };
+    let _watchdog = match stall_timeout {
+        Some(t) => Some(Watchdog::start(t, child.as_ref().map(GatedChild::pid))?),
+        None => None,
+    };
     let mut out = output.open();
     for w in plugins.warnings() {
         out.diag(&w);
@@ -98,9 +110,16 @@ fn trace(
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     let symbols = crate::plugin::symbols::Live::start().context("cannot start the symbolizer thread")?;
     sandbox.set_symbols(Box::new(symbols.clone()));
-    let opts =
-        LiveOptions { stop, duration: trace.duration, child: child.take(), record: writer, symbols: Some(symbols) };
+    let opts = LiveOptions {
+        stop,
+        duration: trace.duration,
+        child: child.take(),
+        record: writer,
+        symbols: Some(symbols),
+        overload,
+    };
     let accounting = pipeline::run_live(&mut plugins, live, rx, opts, &mut out)?;
+    watchdog::beat(Doing::Reporting);
     out.accounting(&accounting, common.stats);
     out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })

@@ -5,6 +5,7 @@ pub mod agg;
 pub mod cgroup;
 pub mod elf;
 pub mod live;
+pub mod overload;
 pub mod probes;
 pub mod recording;
 pub mod rows;
