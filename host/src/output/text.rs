@@ -362,7 +362,7 @@ fn collector_cost(c: &crate::collect::overload::CollectorCost) -> Vec<String> {
         return vec![format!("  collectors' cost: not measured ({why})")];
     }
     let mut lines = vec![format!(
-        "  collectors' cost: {:.1}% of one CPU at peak, {:.1}% last ({} windows of {} ms, one per {} s; limit {}%{})",
+        "  collectors' cost: {:.1}% of one CPU at peak, {:.1}% last (windows {} of {} ms, one per {} s; limit {}%{})",
         c.peak_percent,
         c.last_percent,
         c.windows,
