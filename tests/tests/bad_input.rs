@@ -113,3 +113,19 @@ fn bad_limits_name_the_flag_and_the_plugin() {
         "--deadline names plugin `nosuch`, which is not in this run (plugins: syscount)",
     );
 }
+
+#[test]
+fn bad_run_guards_name_the_flag() {
+    fails_with(
+        &["run", "syscount", "--max-kernel-cpu", "lots"],
+        "bad value `lots` for --max-kernel-cpu: expected a percentage of one CPU from 1 to 10000, or 0 (off)",
+    );
+    fails_with(
+        &["run", "syscount", "--watchdog", "100ms"],
+        "bad value `100ms` for --watchdog: expected a duration from 1s to 24h, or 0 (off)",
+    );
+    fails_with(
+        &["replay", "x.wtrec", "syscount", "--watchdog", "forever"],
+        "bad value `forever` for --watchdog: expected a duration from 1s to 24h, or 0 (off)",
+    );
+}
