@@ -18,3 +18,4 @@ pub mod privilege;
 pub mod sandbox;
 pub mod symbolize;
 pub mod sys;
+pub mod watchdog;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::collect::live::{ChunkReceiver, Live};
+use crate::collect::overload::{self, CollectorCost, Notice};
 use crate::collect::recording::{self, Reader, RecordingError, Writer};
 use crate::collect::{KernelCounters, LossReason};
 use crate::drops;
@@ -18,6 +19,7 @@ use crate::plugin::symbols;
 use crate::plugin::{PluginSet, PluginStats};
 use crate::sandbox::Clock;
 use crate::sys::GatedChild;
+use crate::watchdog::{self, Doing};
 
 /// Where every event went.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -28,6 +30,9 @@ pub struct Accounting {
     pub command_status: Option<i32>,
     /// What the host process itself used.
     pub host: HostUsage,
+    /// What the collectors cost the traced system (live runs with the overload guard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collectors: Option<CollectorCost>,
 }
 
 /// The host process's memory at the end of a run.
@@ -50,11 +55,13 @@ impl Accounting {
         self.kernel.dropped()
     }
 
-    /// True if the run had problems: lost events, children not followed, disabled plugins.
+    /// True if the run had problems: lost events, children not followed, disabled
+    /// plugins, an overload.
     pub fn has_problems(&self) -> bool {
         self.lost() > 0
             || !self.kernel.losses.is_empty()
             || self.plugins.iter().any(|p| p.disabled.is_some() || p.dropped > 0)
+            || self.collectors.as_ref().is_some_and(|c| c.tripped)
     }
 }
 
@@ -66,6 +73,8 @@ pub struct LiveOptions {
     pub record: Option<Writer>,
     /// The live symbolizer, shown each process whose stacks pass by.
     pub symbols: Option<symbols::Live>,
+    /// The overload guard, which stops the run when the collectors cost too much.
+    pub overload: Option<overload::Guard>,
 }
 
 /// Run plugins over live events until Ctrl-C, the duration, or the `-c` command's exit.
@@ -91,8 +100,10 @@ pub fn run_live(
         }
     }
     loop {
+        watchdog::beat(Doing::Waiting);
         match rx.recv_timeout(Duration::from_millis(5)) {
             Ok(chunk) => {
+                watchdog::beat(Doing::Dispatching);
                 if let Some(sym) = &observer {
                     sym.observe(&chunk.bytes);
                 }
@@ -107,11 +118,13 @@ pub fn run_live(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
+        watchdog::beat(Doing::Ticking);
         plugins.tick(clock.mono_ns(), out, &clock);
         if reporter.due() {
             report_drops(&mut reporter, &live, plugins, out);
         }
         // Rows reach the reader as they happen (one write per chunk at most), not at exit.
+        watchdog::beat(Doing::Flushing);
         out.flush();
         if stopping {
             continue;
@@ -123,7 +136,7 @@ pub fn run_live(
             }
         }
         let timed_out = opts.duration.is_some_and(|d| started.elapsed() >= d);
-        if timed_out || opts.stop.load(Ordering::Relaxed) || out.is_broken() {
+        if timed_out || opts.stop.load(Ordering::Relaxed) || out.is_broken() || overloaded(&opts.overload, out) {
             stopping = true;
         }
         if stopping {
@@ -136,6 +149,7 @@ pub fn run_live(
             child.kill();
         }
     }
+    watchdog::beat(Doing::Finishing);
     plugins.finish(out, &clock);
     let mut kernel = live.counters();
     if let Some(w) = opts.record.take() {
@@ -148,7 +162,24 @@ pub fn run_live(
     }
     add_host_agg_lost(&mut kernel, plugins);
     let stats = plugins.stats(&kernel);
-    Ok(Accounting { kernel, plugins: stats, command_status, host: HostUsage::now() })
+    let collectors = opts.overload.take().map(overload::Guard::finish);
+    Ok(Accounting { kernel, plugins: stats, command_status, host: HostUsage::now(), collectors })
+}
+
+/// True when the overload guard says the collectors cost too much; its notices go out
+/// as diagnostics.
+fn overloaded(guard: &Option<overload::Guard>, out: &mut Output) -> bool {
+    match guard.as_ref().and_then(overload::Guard::poll) {
+        Some(Notice::Overloaded(why)) => {
+            out.diag(&why);
+            true
+        }
+        Some(Notice::Unmeasured(why)) => {
+            out.diag(&why);
+            false
+        }
+        None => false,
+    }
 }
 
 /// One live drop report, if anything was lost since the last.
@@ -169,6 +200,7 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
     plugins.begin(now, out, &base);
     plugins.tick(now, out, &base);
     while let Some(chunk) = reader.next_chunk()? {
+        watchdog::beat(Doing::Dispatching);
         if let Some(first) = wasmtap_abi::Records::new(&chunk.bytes).next() {
             now = now.max(first.ts_ns());
         }
@@ -183,11 +215,12 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
     let end = reader.trailer().map_or(now, |t| t.ended_mono_ns.max(now));
     let clock = Clock { fixed_mono_ns: Some(end), ..base };
     plugins.tick(end, out, &clock);
+    watchdog::beat(Doing::Finishing);
     plugins.finish(out, &clock);
     let mut kernel = kernel;
     add_host_agg_lost(&mut kernel, plugins);
     let stats = plugins.stats(&kernel);
-    Ok(Accounting { kernel, plugins: stats, command_status: None, host: HostUsage::now() })
+    Ok(Accounting { kernel, plugins: stats, command_status: None, host: HostUsage::now(), collectors: None })
 }
 
 /// Events that kernel aggregations computed in the host (recording, replay) could not

@@ -224,6 +224,62 @@ unsafe fn become_user(ids: &(u32, u32, Vec<libc::gid_t>)) -> bool {
     }
 }
 
+/// End a child of this process: SIGTERM, then SIGKILL if it still runs after `grace`,
+/// and reap it. False (and nothing sent) when `pid` is not this process's child, so a
+/// pid reused after the child was reaped is never signalled.
+pub fn end_child(pid: u32, grace: std::time::Duration) -> bool {
+    if parent_of(pid) != Some(std::process::id()) {
+        return false;
+    }
+    let pid = pid as libc::pid_t;
+    // SAFETY: signalling a child of this process, checked just above.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let started = std::time::Instant::now();
+    let mut killed = false;
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid int to write the wait status into.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != 0 {
+            return true;
+        }
+        if !killed && started.elapsed() >= grace {
+            // SAFETY: as above; the child has not been reaped, so the pid is still it.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed = true;
+        }
+        if started.elapsed() >= grace * 3 {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The parent pid of `pid` (`/proc/PID/stat` field 4, after the parenthesized comm).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Write `msg` to stderr unbuffered, giving up after `timeout` if stderr cannot take it
+/// (a pipe nobody reads), for a message that must not hang the process.
+pub fn write_stderr_within(msg: &[u8], timeout: std::time::Duration) {
+    let mut pfd = libc::pollfd { fd: 2, events: libc::POLLOUT, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `pfd` is one valid pollfd, and the count passed is 1.
+    let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if ready == 1 && pfd.revents & libc::POLLOUT != 0 {
+        // SAFETY: writing from a valid buffer of `msg.len()` bytes to fd 2.
+        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    }
+}
+
+/// End the process now with `code`, without running destructors or flushing buffers:
+/// for when a thread is stuck and holds what an orderly exit would wait for.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit has no preconditions; it ends the process and never returns.
+    unsafe { libc::_exit(code) }
+}
+
 fn resolve_program(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(PathBuf::from(program));

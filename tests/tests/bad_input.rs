@@ -212,3 +212,19 @@ fn a_bad_map_size_is_refused_with_its_name() {
         fails_with_cmd(wasmtap().env("WASMTAP_MAP_ENTRIES", value).args(args), &args, expect);
     }
 }
+
+#[test]
+fn bad_run_guards_name_the_flag() {
+    fails_with(
+        &["run", "syscount", "--max-kernel-cpu", "lots"],
+        "bad value `lots` for --max-kernel-cpu: expected a percentage of one CPU from 1 to 10000, or 0 (off)",
+    );
+    fails_with(
+        &["run", "syscount", "--watchdog", "100ms"],
+        "bad value `100ms` for --watchdog: expected a duration from 1s to 24h, or 0 (off)",
+    );
+    fails_with(
+        &["replay", "x.wtrec", "syscount", "--watchdog", "forever"],
+        "bad value `forever` for --watchdog: expected a duration from 1s to 24h, or 0 (off)",
+    );
+}

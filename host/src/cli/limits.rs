@@ -135,6 +135,33 @@ impl LimitArgs {
     }
 }
 
+/// `--max-kernel-cpu`: the share of one CPU the collectors may use, in percent; `None`
+/// for 0, which turns the overload guard off.
+pub fn parse_kernel_cpu(v: &str) -> anyhow::Result<Option<u32>> {
+    let v = v.trim();
+    match v.strip_suffix('%').unwrap_or(v).parse::<u32>() {
+        Ok(0) => Ok(None),
+        Ok(pct) if pct <= 10_000 => Ok(Some(pct)),
+        _ => {
+            bail!("bad value `{v}` for --max-kernel-cpu: expected a percentage of one CPU from 1 to 10000, or 0 (off)")
+        }
+    }
+}
+
+/// `--watchdog`: how long the run may make no progress; `None` for 0, which turns the
+/// watchdog off. At least a second, since one plugin call may take up to 60 s
+/// (`--deadline`) only when the user asks for it.
+pub fn parse_watchdog(v: &str) -> anyhow::Result<Option<Duration>> {
+    let v = v.trim();
+    if v == "0" {
+        return Ok(None);
+    }
+    crate::plugin::params::parse_duration(v)
+        .filter(|d| *d >= Duration::from_secs(1) && *d <= Duration::from_secs(24 * 3600))
+        .map(Some)
+        .with_context(|| format!("bad value `{v}` for --watchdog: expected a duration from 1s to 24h, or 0 (off)"))
+}
+
 fn expected(flag: &str) -> &'static str {
     match flag {
         "--memory-mib" => "expected MiB from 1 to 4096",
@@ -219,6 +246,23 @@ mod tests {
         assert!(set.check_names(&["spin".into(), "flaky".into()]).is_ok());
         let err = set.check_names(&["spin".into()]).unwrap_err().to_string();
         assert!(err.contains("--on-fault names plugin `flaky`, which is not in this run"), "{err}");
+    }
+
+    #[test]
+    fn run_guards_parse_and_zero_turns_them_off() {
+        assert_eq!(parse_kernel_cpu("50").unwrap(), Some(50));
+        assert_eq!(parse_kernel_cpu("1%").unwrap(), Some(1));
+        assert_eq!(parse_kernel_cpu("0").unwrap(), None);
+        let err = parse_kernel_cpu("10001").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "bad value `10001` for --max-kernel-cpu: expected a percentage of one CPU from 1 to 10000, or 0 (off)"
+        );
+        assert_eq!(parse_watchdog("10m").unwrap(), Some(Duration::from_secs(600)));
+        assert_eq!(parse_watchdog("2s").unwrap(), Some(Duration::from_secs(2)));
+        assert_eq!(parse_watchdog("0").unwrap(), None);
+        let err = parse_watchdog("500ms").unwrap_err().to_string();
+        assert_eq!(err, "bad value `500ms` for --watchdog: expected a duration from 1s to 24h, or 0 (off)");
     }
 
     #[test]

@@ -55,6 +55,11 @@ pub struct PluginArgs {
     /// Show this help, and the parameters of the plugins named.
     #[arg(short = 'h', long)]
     help: bool,
+    /// End the run, with a message and exit code 1, when it makes no progress for this
+    /// long (a stdout nobody reads, a stuck host call); 0 turns the watchdog off. Long by
+    /// default so that a pager paused by its reader does not end the run.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    watchdog: String,
     #[command(flatten)]
     limits: limits::LimitArgs,
 }
@@ -75,6 +80,12 @@ pub struct TraceArgs {
     /// Stop after this long, e.g. 5s.
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Stop the run when the collectors' kernel programs use more than this share of one
+    /// CPU, summed over CPUs (measured for 150 ms every 5 s); 0 turns the guard off. One
+    /// CPU by default: one traced thread in a syscall storm may spend half its time in
+    /// the collectors, but no more than its own CPU.
+    #[arg(long, value_name = "PERCENT", default_value = "100")]
+    max_kernel_cpu: String,
 }
 
 /// How results are written (`run`, `replay`).

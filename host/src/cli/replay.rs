@@ -8,8 +8,10 @@ use crate::collect::recording::Reader;
 use crate::collect::table::Source;
 use crate::pipeline;
 use crate::sandbox::Sandbox;
+use crate::watchdog::{self, Doing, Watchdog};
 
 pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
+    let stall_timeout = super::limits::parse_watchdog(&args.common.watchdog)?;
     let sandbox = Sandbox::new()?;
     let reader = match &args.file {
         Some(f) => Some(Reader::open(f)?),
@@ -38,6 +40,10 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         sandbox.set_symbols(Box::new(crate::plugin::symbols::Table::new(&trailer.symbols)));
     }
     plugins.resolve(&Source::Recorded(&table))?;
+    let _watchdog = match stall_timeout {
+        Some(t) => Some(Watchdog::start(t, None)?),
+        None => None,
+    };
     let mut out = args.output.open()?;
     for w in plugins.warnings() {
         out.diag(&w);
@@ -50,6 +56,7 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
     }
     out.flush();
     let accounting = pipeline::run_replay(&mut plugins, reader, &mut out)?;
+    watchdog::beat(Doing::Reporting);
     out.accounting(&accounting, args.common.stats);
     out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })

@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
 use crate::collect::live::{KernelFilter, Live, LiveConfig};
 use crate::collect::map_sizes::MapSizes;
+use crate::collect::overload;
 use crate::collect::recording::{Header, Writer};
 use crate::collect::table::Source;
 use crate::output::Format;
@@ -18,6 +19,7 @@ use crate::privilege;
 use crate::sandbox::{Clock, Sandbox};
 use crate::sys::creds::User;
 use crate::sys::GatedChild;
+use crate::watchdog::{self, Doing, Watchdog};
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     trace(&args.plugins, &args.trace, &args.common, &args.output, None)
@@ -37,6 +39,8 @@ fn trace(
 ) -> anyhow::Result<Outcome> {
     // Checked first, like any other bad input: nothing is loaded or started yet.
     let map_sizes = MapSizes::from_env()?;
+    let max_kernel_cpu = super::limits::parse_kernel_cpu(&trace.max_kernel_cpu)?;
+    let stall_timeout = super::limits::parse_watchdog(&common.watchdog)?;
     // The kernel's BTF takes longest to start: parse it while the plugins load.
     crate::collect::live::prefetch_loader();
     // Files first: a bad path stops the run before anything is traced, and once attached
@@ -97,6 +101,14 @@ fn trace(
         Some((path, file)) => Some(Writer::new(file, &path, &recording_header(&plugins))?),
         None => None,
     };
+    let overload = match max_kernel_cpu {
+        Some(limit) => Some(overload::Guard::start(live.programs(), limit)?),
+        None => None,
+    };
+    let _watchdog = match stall_timeout {
+        Some(t) => Some(Watchdog::start(t, child.as_ref().map(GatedChild::pid))?),
+        None => None,
+    };
     for w in plugins.warnings() {
         out.diag(&w);
     }
@@ -115,9 +127,16 @@ fn trace(
     let other_user = user.as_ref().is_some_and(|u| u.uid != crate::sys::creds::uids().1);
     privilege::drop_after_attach(privilege::keep_after_attach(plugins.table.has_addresses(), other_user))?;
     created.keep();
-    let opts =
-        LiveOptions { stop, duration: trace.duration, child: child.take(), record: writer, symbols: Some(symbols) };
+    let opts = LiveOptions {
+        stop,
+        duration: trace.duration,
+        child: child.take(),
+        record: writer,
+        symbols: Some(symbols),
+        overload,
+    };
     let accounting = pipeline::run_live(&mut plugins, live, rx, opts, &mut out)?;
+    watchdog::beat(Doing::Reporting);
     out.accounting(&accounting, common.stats);
     out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })

@@ -248,6 +248,13 @@ impl Live {
         Ok(())
     }
 
+    /// The collectors' loaded programs, for the overload guard to measure.
+    pub fn programs(&self) -> Vec<super::overload::Program> {
+        let programs = self.objects.iter().flat_map(|(_, obj)| obj.programs());
+        let loaded = programs.filter_map(|(name, p)| p.info().ok().map(|i| (name.to_string(), i.id())));
+        loaded.map(|(name, id)| super::overload::Program { name, id }).collect()
+    }
+
     /// The kernel aggregations' values, for the plugins' reader (once).
     pub fn take_values(&mut self) -> Option<KernelValues> {
         self.values.take()

@@ -6,6 +6,7 @@ pub mod cgroup;
 pub mod elf;
 pub mod live;
 pub mod map_sizes;
+pub mod overload;
 pub mod probes;
 pub mod recording;
 pub mod rows;

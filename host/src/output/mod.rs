@@ -25,6 +25,7 @@ use std::path::PathBuf;
 
 use crate::sandbox::types::{AggEntry, Aggregation, ColumnKind, Frame, Level, TableSpec, Value};
 use crate::sandbox::Clock;
+use crate::watchdog::Watched;
 use json::{quote, Object};
 
 pub use flamegraph::flamegraph_svg;
@@ -68,7 +69,10 @@ pub struct Output {
 impl Output {
     /// Results to stdout, diagnostics to stderr.
     pub fn stdio(format: Format) -> Output {
-        Output::new(format, Box::new(io::BufWriter::new(io::stdout())), Box::new(io::stderr()))
+        // Watched: a write that blocks (a reader that stopped reading) is what the
+        // watchdog names when the run makes no progress.
+        let (out, err) = (Watched(io::stdout()), Watched(io::stderr()));
+        Output::new(format, Box::new(io::BufWriter::new(out)), Box::new(err))
     }
 
     pub fn new(format: Format, out: Box<dyn Write>, err: Box<dyn Write>) -> Output {

@@ -335,6 +335,9 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
             lines.push(line);
         }
     }
+    if let Some(c) = &report.collectors {
+        lines.extend(collector_cost(c));
+    }
     if report.host.peak_rss_bytes > 0 {
         lines.push(format!(
             "  host: resident {} MiB, peak {} MiB",
@@ -388,6 +391,33 @@ fn limits(l: &crate::sandbox::Limits) -> String {
         l.instances,
         l.crash_loop
     )
+}
+
+/// The overload guard's measurements, one line per program that ran.
+fn collector_cost(c: &crate::collect::overload::CollectorCost) -> Vec<String> {
+    if let Some(why) = &c.unmeasured {
+        return vec![format!("  collectors' cost: not measured ({why})")];
+    }
+    let mut lines = vec![format!(
+        "  collectors' cost: {:.1}% of one CPU at peak, {:.1}% last (windows {} of {} ms, one per {} s; limit {}%{})",
+        c.peak_percent,
+        c.last_percent,
+        c.windows,
+        c.window_ms,
+        c.period_ms / 1000,
+        c.limit_percent,
+        if c.tripped { ", exceeded" } else { "" }
+    )];
+    for p in c.programs.iter().filter(|p| p.runs > 0) {
+        lines.push(format!(
+            "    {}: {} runs, {} ns each, peak {:.1}%",
+            p.name,
+            p.runs,
+            p.run_ns / p.runs.max(1),
+            p.peak_percent
+        ));
+    }
+    lines
 }
 
 #[cfg(test)]

@@ -532,6 +532,7 @@ impl Runner {
         self.batch_pids.drain(..).for_each(|pid| scope.insert(pid));
         drop(scope);
         self.arm();
+        crate::watchdog::calling(&self.info.name, "on-batch");
         let res = match self.instance.as_mut() {
             Some(inst) => {
                 inst.set_clock(*clock);
@@ -642,6 +643,7 @@ impl Runner {
         }
         let Some(inst) = self.instance.as_mut() else { return };
         inst.set_clock(Clock { fixed_mono_ns: Some(at_ns), ..*clock });
+        crate::watchdog::calling(&self.info.name, "on-tick");
         let res = inst.on_tick(sub as u32, at_ns);
         if let Some(aggs) = self.after_call(res, out, clock) {
             self.report(&aggs, out, clock, false);
@@ -735,6 +737,7 @@ impl Runner {
         self.arm();
         let Some(inst) = self.instance.as_mut() else { return };
         inst.set_clock(*clock);
+        crate::watchdog::calling(&self.info.name, "finish");
         let res = inst.finish();
         if let Some(aggs) = self.after_call(res, out, clock) {
             self.report(&aggs, out, clock, true);
@@ -792,6 +795,7 @@ impl Runner {
             Err(f) => return self.fault(f, out, clock),
         };
         self.life = Life::Running { since_ns: clock.mono_ns(), ok_calls: 0 };
+        crate::watchdog::calling(&self.info.name, "start");
         match inst.start(&self.params) {
             Ok(Ok(plan)) if format!("{plan:?}") == format!("{:?}", self.original_plan()) => {}
             Ok(Ok(_)) => return self.disable_for("asked for a different plan when restarted", out),

@@ -1,0 +1,381 @@
+//! The overload guard, after SystemTap's: measure what the collectors' programs cost the
+//! traced system, from the kernel's own per-program run time and run count
+//! (`bpf_stats`, Linux 5.8), and stop the run when they cost more than `--max-kernel-cpu`
+//! percent of one CPU.
+//!
+//! The kernel counts run time only while statistics are enabled, and then reads the
+//! clock twice per program run: tens of nanoseconds on every traced event. So the guard
+//! samples: statistics are on for [`WINDOW`] every [`PERIOD`] (a 3 % duty cycle), and the
+//! share is the run time the programs gained in the window over the window's wall time.
+//! A burst between windows goes unseen; a sustained cost, which is what hurts the
+//! traced system, does not.
+//!
+//! ```no_run
+//! # use wasmtap::collect::overload::{Guard, Notice, Program};
+//! let guard = Guard::start(vec![Program { name: "wt_sys_enter".into(), id: 42 }], 50).unwrap();
+//! if let Some(Notice::Overloaded(why)) = guard.poll() {
+//!     eprintln!("wasmtap: {why}");
+//! }
+//! let cost = guard.finish();
+//! # let _ = cost;
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// How often the collectors' cost is measured.
+pub const PERIOD: Duration = Duration::from_secs(5);
+/// How long each measurement keeps the kernel's statistics on.
+pub const WINDOW: Duration = Duration::from_millis(150);
+/// The first measurement starts this long after the probes are attached, so that a run
+/// of a few seconds is measured once.
+const FIRST: Duration = Duration::from_secs(1);
+/// Programs named in the message of an overload, costliest first.
+const NAMED_MAX: usize = 4;
+
+/// Why the guard could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OverloadError {
+    #[error("cannot start the overload guard's thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// One loaded collector program.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub name: String,
+    /// The kernel's id of the program.
+    pub id: u32,
+}
+
+/// A program's run time and runs, as the kernel counts them while statistics are on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub run_ns: u64,
+    pub runs: u64,
+}
+
+impl Reading {
+    /// What was added between `self` and a later reading; counters that went back (a
+    /// program reloaded under the same id cannot, but the kernel is not ours) give 0.
+    fn since(self, before: Reading) -> Reading {
+        Reading { run_ns: self.run_ns.saturating_sub(before.run_ns), runs: self.runs.saturating_sub(before.runs) }
+    }
+}
+
+/// `run_ns` of CPU time over `wall`, in percent of one CPU (over 100 when the programs
+/// ran on several CPUs at once).
+pub fn percent_of_cpu(run_ns: u64, wall: Duration) -> f64 {
+    let wall_ns = wall.as_nanos();
+    if wall_ns == 0 {
+        return 0.0;
+    }
+    run_ns as f64 * 100.0 / wall_ns as f64
+}
+
+/// What each program gained over one measuring window, in the order of the programs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    pub gained: Vec<Reading>,
+    pub wall: Duration,
+}
+
+impl Window {
+    /// The window between two readings of the same programs; a program missing from
+    /// either reading (unloaded meanwhile) gained nothing.
+    pub fn between(before: &[Option<Reading>], after: &[Option<Reading>], wall: Duration) -> Window {
+        let gained = before
+            .iter()
+            .zip(after)
+            .map(|(b, a)| match (b, a) {
+                (Some(b), Some(a)) => a.since(*b),
+                _ => Reading::default(),
+            })
+            .collect();
+        Window { gained, wall }
+    }
+
+    /// All programs together, in percent of one CPU.
+    pub fn percent(&self) -> f64 {
+        percent_of_cpu(self.gained.iter().map(|r| r.run_ns).sum(), self.wall)
+    }
+}
+
+/// What one program cost, over every window measured.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ProgramCost {
+    pub name: String,
+    pub runs: u64,
+    pub run_ns: u64,
+    /// Its highest share of one CPU over one window, in percent.
+    pub peak_percent: f64,
+}
+
+/// What the collectors cost the traced system, as measured (`--stats`, JSON accounting).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct CollectorCost {
+    /// `--max-kernel-cpu`, percent of one CPU.
+    pub limit_percent: u32,
+    pub window_ms: u64,
+    pub period_ms: u64,
+    /// Windows measured.
+    pub windows: u32,
+    /// The highest share of one CPU the programs took together over one window.
+    pub peak_percent: f64,
+    /// The share over the last window measured.
+    pub last_percent: f64,
+    /// True when a window went over the limit and the run was stopped.
+    pub tripped: bool,
+    pub programs: Vec<ProgramCost>,
+    /// Why the cost could not be measured, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unmeasured: Option<String>,
+}
+
+impl CollectorCost {
+    pub fn new(programs: &[Program], limit_percent: u32) -> CollectorCost {
+        CollectorCost {
+            limit_percent,
+            window_ms: WINDOW.as_millis() as u64,
+            period_ms: PERIOD.as_millis() as u64,
+            programs: programs.iter().map(|p| ProgramCost { name: p.name.clone(), ..Default::default() }).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Count one window in; true when it went over the limit.
+    pub fn add(&mut self, w: &Window) -> bool {
+        for (p, r) in self.programs.iter_mut().zip(&w.gained) {
+            p.runs = p.runs.saturating_add(r.runs);
+            p.run_ns = p.run_ns.saturating_add(r.run_ns);
+            p.peak_percent = p.peak_percent.max(percent_of_cpu(r.run_ns, w.wall));
+        }
+        let percent = w.percent();
+        self.windows = self.windows.saturating_add(1);
+        self.last_percent = percent;
+        self.peak_percent = self.peak_percent.max(percent);
+        percent > f64::from(self.limit_percent)
+    }
+
+    /// The one line that says why the run stopped: the window's share, the limit, and
+    /// the costliest programs with their share, runs and time per run.
+    pub fn overload_message(&self, w: &Window) -> String {
+        let mut costly: Vec<(&ProgramCost, &Reading)> =
+            self.programs.iter().zip(&w.gained).filter(|(_, r)| r.runs > 0).collect();
+        costly.sort_by_key(|(_, r)| std::cmp::Reverse(r.run_ns));
+        let named: Vec<String> = costly
+            .iter()
+            .take(NAMED_MAX)
+            .map(|(p, r)| {
+                let each = r.run_ns / r.runs.max(1);
+                let share = percent_of_cpu(r.run_ns, w.wall);
+                format!("{} {share:.1}% ({} runs, {each} ns each)", p.name, r.runs)
+            })
+            .collect();
+        let more = costly.len().saturating_sub(NAMED_MAX);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        format!(
+            "overload: the collectors used {:.1}% of one CPU over {} ms, more than --max-kernel-cpu {}%: {}{more}; stopping the run",
+            w.percent(),
+            w.wall.as_millis(),
+            self.limit_percent,
+            named.join(", ")
+        )
+    }
+}
+
+/// What the guard has to say to the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// The collectors cost more than the limit: the run must stop.
+    Overloaded(String),
+    /// The cost cannot be measured on this kernel; the limit is not enforced.
+    Unmeasured(String),
+}
+
+#[derive(Default)]
+struct State {
+    cost: CollectorCost,
+    notice: Option<Notice>,
+}
+
+/// The measuring thread; [`Guard::poll`] tells the run what it found.
+pub struct Guard {
+    state: Arc<Mutex<State>>,
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Guard {
+    /// Measure `programs` from now on, against `limit_percent` of one CPU.
+    pub fn start(programs: Vec<Program>, limit_percent: u32) -> Result<Guard, OverloadError> {
+        let state = Arc::new(Mutex::new(State { cost: CollectorCost::new(&programs, limit_percent), notice: None }));
+        let (stop, stopped) = mpsc::channel();
+        let shared = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("wasmtap-overload".into())
+            .spawn(move || measure(&programs, &shared, &stopped))
+            .map_err(OverloadError::Thread)?;
+        Ok(Guard { state, stop: Some(stop), thread: Some(thread) })
+    }
+
+    /// What the guard found since the last call, once.
+    pub fn poll(&self) -> Option<Notice> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).notice.take()
+    }
+
+    /// Stop measuring; what was measured.
+    pub fn finish(mut self) -> CollectorCost {
+        self.stop_thread();
+        std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).cost)
+    }
+
+    fn stop_thread(&mut self) {
+        // Dropping the sender wakes the thread at once, and it turns statistics off.
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+/// Sleep `d`, or return false as soon as the guard is stopped.
+fn sleep(stopped: &Receiver<()>, d: Duration) -> bool {
+    matches!(stopped.recv_timeout(d), Err(RecvTimeoutError::Timeout))
+}
+
+/// The thread: one window every period, until stopped or tripped.
+fn measure(programs: &[Program], state: &Mutex<State>, stopped: &Receiver<()>) {
+    let mut wait = FIRST;
+    loop {
+        if !sleep(stopped, wait) {
+            return;
+        }
+        wait = PERIOD.saturating_sub(WINDOW);
+        // Statistics stay on while this descriptor is open, and only then.
+        let stats = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let why = format!(
+                    "cannot measure the collectors' cost (BPF_ENABLE_STATS: {e}); --max-kernel-cpu is not enforced"
+                );
+                let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+                s.cost.unmeasured = Some(why.clone());
+                s.notice = Some(Notice::Unmeasured(why));
+                return;
+            }
+        };
+        let (before, t0) = (read(programs), Instant::now());
+        let running = sleep(stopped, WINDOW);
+        let (after, wall) = (read(programs), t0.elapsed());
+        drop(stats);
+        // Stopped, or the collectors unloaded under the window: the run is ending.
+        if !running || after.iter().all(Option::is_none) {
+            return;
+        }
+        let w = Window::between(&before, &after, wall);
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.cost.add(&w) {
+            s.cost.tripped = true;
+            s.notice = Some(Notice::Overloaded(s.cost.overload_message(&w)));
+            return;
+        }
+    }
+}
+
+/// The programs' counters now, in their order; `None` for one the kernel no longer has.
+fn read(programs: &[Program]) -> Vec<Option<Reading>> {
+    let mut by_id = BTreeMap::new();
+    for info in aya::programs::loaded_programs().flatten() {
+        by_id.insert(info.id(), Reading { run_ns: info.run_time().as_nanos() as u64, runs: info.run_count() });
+    }
+    programs.iter().map(|p| by_id.get(&p.id).copied()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn programs() -> Vec<Program> {
+        vec![Program { name: "wt_tracepoint".into(), id: 7 }, Program { name: "wt_sys_enter".into(), id: 9 }]
+    }
+
+    fn r(run_ns: u64, runs: u64) -> Option<Reading> {
+        Some(Reading { run_ns, runs })
+    }
+
+    #[test]
+    fn share_is_run_time_over_wall_time_of_one_cpu() {
+        assert_eq!(percent_of_cpu(15_000_000, Duration::from_millis(150)), 10.0);
+        // Two CPUs busy in the programs for the whole window: 200 % of one CPU.
+        assert_eq!(percent_of_cpu(300_000_000, Duration::from_millis(150)), 200.0);
+        assert_eq!(percent_of_cpu(5, Duration::ZERO), 0.0);
+    }
+
+    #[test]
+    fn a_window_counts_what_each_program_gained() {
+        let w =
+            Window::between(&[r(1_000, 10), r(50, 1)], &[r(3_001_000, 30_010), r(50, 1)], Duration::from_millis(100));
+        assert_eq!(w.gained, vec![Reading { run_ns: 3_000_000, runs: 30_000 }, Reading::default()]);
+        assert_eq!(w.percent(), 3.0);
+    }
+
+    #[test]
+    fn a_program_gone_or_going_back_gains_nothing() {
+        let w = Window::between(&[r(100, 1), None, r(900, 9)], &[None, r(5, 5), r(800, 8)], Duration::from_millis(1));
+        assert_eq!(w.gained, vec![Reading::default(); 3]);
+        assert_eq!(w.percent(), 0.0);
+    }
+
+    #[test]
+    fn over_the_limit_trips_and_the_message_names_programs_cost_and_limit() {
+        let mut cost = CollectorCost::new(&programs(), 1);
+        let calm = Window::between(&[r(0, 0), r(0, 0)], &[r(1_000_000, 10_000), r(0, 0)], Duration::from_millis(150));
+        assert!(!cost.add(&calm), "0.7% is under 1%");
+        let busy = Window::between(
+            &[r(0, 0), r(0, 0)],
+            &[r(6_000_000, 40_000), r(1_500_000, 10_000)],
+            Duration::from_millis(150),
+        );
+        assert!(cost.add(&busy), "5% is over 1%");
+        assert_eq!(cost.windows, 2);
+        assert_eq!(cost.last_percent, 5.0);
+        assert_eq!(cost.peak_percent, 5.0);
+        assert_eq!(cost.programs[0].runs, 50_000);
+        assert_eq!(cost.programs[0].run_ns, 7_000_000);
+        assert_eq!(cost.programs[0].peak_percent, 4.0);
+        assert_eq!(
+            cost.overload_message(&busy),
+            "overload: the collectors used 5.0% of one CPU over 150 ms, more than --max-kernel-cpu 1%: \
+             wt_tracepoint 4.0% (40000 runs, 150 ns each), wt_sys_enter 1.0% (10000 runs, 150 ns each); stopping the run"
+        );
+    }
+
+    #[test]
+    fn exactly_at_the_limit_does_not_trip() {
+        let mut cost = CollectorCost::new(&programs(), 10);
+        let w = Window::between(&[r(0, 0), r(0, 0)], &[r(15_000_000, 1), r(0, 0)], Duration::from_millis(150));
+        assert!(!cost.add(&w));
+    }
+
+    #[test]
+    fn the_guard_stops_at_once_and_reports_what_it_measured() {
+        let started = Instant::now();
+        let guard = Guard::start(programs(), 50).unwrap();
+        assert_eq!(guard.poll(), None);
+        let cost = guard.finish();
+        assert!(started.elapsed() < FIRST, "stopping waits for no window");
+        assert_eq!((cost.windows, cost.limit_percent, cost.programs.len()), (0, 50, 2));
+    }
+}
