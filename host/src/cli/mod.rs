@@ -41,6 +41,9 @@ enum Command {
     Record(RecordArgs),
     /// Run plugins over a recording (no root, no BPF; deterministic).
     Replay(ReplayArgs),
+    /// The overload guard's measuring process (started by a live run, not by people).
+    #[command(name = "__collector-stats", hide = true)]
+    CollectorStats { ids: Vec<u32> },
 }
 
 /// Options shared by everything that runs plugins.
@@ -166,6 +169,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Record(args) => run::record(args),
         Command::Replay(args) => replay::replay(args),
         Command::List(args) => list::list(args),
+        Command::CollectorStats { ids } => {
+            crate::collect::overload::serve(&ids)?;
+            Ok(Outcome::Clean)
+        }
     }
 }
 

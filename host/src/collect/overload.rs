@@ -10,6 +10,13 @@
 //! A burst between windows goes unseen; a sustained cost, which is what hurts the
 //! traced system, does not.
 //!
+//! Turning statistics on and reading programs by id need `CAP_SYS_ADMIN`, which the host
+//! gives up once the collectors are attached. So the measuring is done by a process of
+//! its own ([`serve`], `wasmtap __collector-stats ID...`), started before the host drops
+//! its privileges: it keeps that one capability and nothing else, sets `no_new_privs`,
+//! shares no memory with the plugins, and only ever measures one window per line it is
+//! sent, answering with one line of readings. It ends when the host closes its stdin.
+//!
 //! ```no_run
 //! # use wasmtap::collect::overload::{Guard, Notice, Program};
 //! let guard = Guard::start(vec![Program { name: "wt_sys_enter".into(), id: 42 }], 50).unwrap();
@@ -43,6 +50,10 @@ const NAMED_MAX: usize = 4;
 pub enum OverloadError {
     #[error("cannot start the overload guard's thread: {0}")]
     Thread(std::io::Error),
+    #[error("cannot start the overload guard's measuring process: {0}")]
+    Helper(std::io::Error),
+    #[error("the overload guard's measuring process cannot keep CAP_SYS_ADMIN alone: {0}")]
+    Privileges(std::io::Error),
 }
 
 /// One loaded collector program.
@@ -212,14 +223,16 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Measure `programs` from now on, against `limit_percent` of one CPU.
+    /// Measure `programs` from now on, against `limit_percent` of one CPU. Call before
+    /// the host drops its privileges: the measuring process starts with them.
     pub fn start(programs: Vec<Program>, limit_percent: u32) -> Result<Guard, OverloadError> {
         let state = Arc::new(Mutex::new(State { cost: CollectorCost::new(&programs, limit_percent), notice: None }));
+        let helper = Helper::spawn(&programs).map_err(OverloadError::Helper)?;
         let (stop, stopped) = mpsc::channel();
         let shared = state.clone();
         let thread = std::thread::Builder::new()
             .name("wasmtap-overload".into())
-            .spawn(move || measure(&programs, &shared, &stopped))
+            .spawn(move || measure(helper, &shared, &stopped))
             .map_err(OverloadError::Thread)?;
         Ok(Guard { state, stop: Some(stop), thread: Some(thread) })
     }
@@ -256,32 +269,25 @@ fn sleep(stopped: &Receiver<()>, d: Duration) -> bool {
 }
 
 /// The thread: one window every period, until stopped or tripped.
-fn measure(programs: &[Program], state: &Mutex<State>, stopped: &Receiver<()>) {
+fn measure(mut helper: Helper, state: &Mutex<State>, stopped: &Receiver<()>) {
     let mut wait = FIRST;
     loop {
         if !sleep(stopped, wait) {
             return;
         }
         wait = PERIOD.saturating_sub(WINDOW);
-        // Statistics stay on while this descriptor is open, and only then.
-        let stats = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-            Ok(fd) => fd,
+        let (before, after, wall) = match helper.window() {
+            Ok(w) => w,
             Err(e) => {
-                let why = format!(
-                    "cannot measure the collectors' cost (BPF_ENABLE_STATS: {e}); --max-kernel-cpu is not enforced"
-                );
+                let why = format!("cannot measure the collectors' cost ({e}); --max-kernel-cpu is not enforced");
                 let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
                 s.cost.unmeasured = Some(why.clone());
                 s.notice = Some(Notice::Unmeasured(why));
                 return;
             }
         };
-        let (before, t0) = (read(programs), Instant::now());
-        let running = sleep(stopped, WINDOW);
-        let (after, wall) = (read(programs), t0.elapsed());
-        drop(stats);
-        // Stopped, or the collectors unloaded under the window: the run is ending.
-        if !running || after.iter().all(Option::is_none) {
+        // The collectors unloaded under the window: the run is ending.
+        if after.iter().all(Option::is_none) {
             return;
         }
         let w = Window::between(&before, &after, wall);
@@ -292,6 +298,117 @@ fn measure(programs: &[Program], state: &Mutex<State>, stopped: &Receiver<()>) {
             return;
         }
     }
+}
+
+/// The measuring process, seen from the host: one line out asks for a window, one line
+/// back answers it.
+struct Helper {
+    child: std::process::Child,
+    to: std::process::ChildStdin,
+    from: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Helper {
+    fn spawn(programs: &[Program]) -> std::io::Result<Helper> {
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("/proc/self/exe")
+            .arg("__collector-stats")
+            .args(programs.iter().map(|p| p.id.to_string()))
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let (to, from) = match (child.stdin.take(), child.stdout.take()) {
+            (Some(to), Some(from)) => (to, std::io::BufReader::new(from)),
+            _ => return Err(std::io::Error::other("no pipes to the measuring process")),
+        };
+        Ok(Helper { child, to, from })
+    }
+
+    /// One window: the readings before and after it, and its wall time.
+    #[allow(clippy::type_complexity, reason = "two reading lists and a duration, unpacked at once by the caller")]
+    fn window(&mut self) -> Result<(Vec<Option<Reading>>, Vec<Option<Reading>>, Duration), String> {
+        use std::io::{BufRead, Write};
+        self.to.write_all(b"w\n").and_then(|()| self.to.flush()).map_err(|e| format!("asking: {e}"))?;
+        let mut line = String::new();
+        match self.from.read_line(&mut line) {
+            Ok(0) => Err("the measuring process ended".into()),
+            Ok(_) => parse_answer(&line),
+            Err(e) => Err(format!("reading its answer: {e}")),
+        }
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `WALL_NS NS RUNS NS RUNS ...`, a `- -` pair for a program the kernel no longer has:
+/// the readings before the window, then after it.
+fn answer(before: &[Option<Reading>], after: &[Option<Reading>], wall: Duration) -> String {
+    let mut line = wall.as_nanos().to_string();
+    for r in before.iter().chain(after) {
+        match r {
+            Some(r) => line += &format!(" {} {}", r.run_ns, r.runs),
+            None => line += " - -",
+        }
+    }
+    line
+}
+
+#[allow(clippy::type_complexity, reason = "the inverse of `answer`")]
+fn parse_answer(line: &str) -> Result<(Vec<Option<Reading>>, Vec<Option<Reading>>, Duration), String> {
+    let bad = || format!("a malformed answer {:?}", line.trim());
+    let mut words = line.split_whitespace();
+    let wall = Duration::from_nanos(words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?);
+    let words: Vec<&str> = words.collect();
+    if words.len() % 4 != 0 {
+        return Err(bad());
+    }
+    let readings: Vec<Option<Reading>> = words
+        .chunks(2)
+        .map(|pair| Some(Reading { run_ns: pair[0].parse().ok()?, runs: pair[1].parse().ok()? }))
+        .collect();
+    let after = readings[readings.len() / 2..].to_vec();
+    let mut before = readings;
+    before.truncate(after.len());
+    Ok((before, after, wall))
+}
+
+/// The measuring process (`wasmtap __collector-stats ID...`): keep `CAP_SYS_ADMIN` alone,
+/// then for each line read, turn the kernel's statistics on for one [`WINDOW`] and answer
+/// with the programs' counters before and after it. Ends at the end of its input.
+pub fn serve(ids: &[u32]) -> Result<(), OverloadError> {
+    use std::io::{BufRead, Write};
+    crate::sys::creds::restrict_all_threads(1 << crate::sys::creds::CAP_SYS_ADMIN)
+        .map_err(OverloadError::Privileges)?;
+    let programs: Vec<Program> = ids.iter().map(|&id| Program { name: String::new(), id }).collect();
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        if line.is_err() {
+            break;
+        }
+        // Statistics stay on while this descriptor is open, and only then.
+        let answer = match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+            Ok(stats) => {
+                let (before, t0) = (read(&programs), Instant::now());
+                std::thread::sleep(WINDOW);
+                let (after, wall) = (read(&programs), t0.elapsed());
+                drop(stats);
+                answer(&before, &after, wall)
+            }
+            // No answer: the host says the limit is not enforced.
+            Err(_) => break,
+        };
+        if writeln!(out, "{answer}").and_then(|()| out.flush()).is_err() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The programs' counters now, in their order; `None` for one the kernel no longer has.
@@ -313,6 +430,16 @@ mod tests {
 
     fn r(run_ns: u64, runs: u64) -> Option<Reading> {
         Some(Reading { run_ns, runs })
+    }
+
+    #[test]
+    fn the_measuring_process_answers_in_one_line_that_reads_back() {
+        let (before, after) = (vec![r(5, 1), None], vec![r(9, 3), None]);
+        let line = answer(&before, &after, Duration::from_millis(150));
+        assert_eq!(line, "150000000 5 1 - - 9 3 - -");
+        assert_eq!(parse_answer(&line), Ok((before, after, Duration::from_millis(150))));
+        assert!(parse_answer("150 1 2 3").is_err());
+        assert!(parse_answer("").is_err());
     }
 
     #[test]
