@@ -249,6 +249,9 @@ struct Sub {
     preds: Vec<Pred>,
     pred_base: usize,
     stacks: u8,
+    /// Its records carry addresses to symbolize (stacks, user-probe arguments, samples):
+    /// their processes join the plugin's symbolize scope.
+    addresses: bool,
     schema: Option<types::ProbeSchema>,
 }
 
@@ -514,7 +517,7 @@ impl Runner {
         self.batch[start + header::SUB..start + header::SUB + 2].copy_from_slice(&(i as u16).to_le_bytes());
         self.batch_records += 1;
         self.batch_subs[i] += 1;
-        if self.batch_pids.last() != Some(&rec.pid()) {
+        if self.subs[i].addresses && self.batch_pids.last() != Some(&rec.pid()) {
             self.batch_pids.push(rec.pid());
         }
         if self.batch_records >= BATCH_RECORDS {
@@ -974,6 +977,16 @@ fn parse_sub(plugin: &str, s: &types::Subscription, warnings: &mut Vec<String>) 
     if s.stacks.contains(types::StackMode::USER) {
         stacks |= table::STACK_USER;
     }
+    let addresses = stacks != 0
+        || matches!(
+            &spec,
+            Some(
+                ProbeSpec::Uprobe { .. }
+                    | ProbeSpec::Usdt { .. }
+                    | ProbeSpec::Profile { .. }
+                    | ProbeSpec::Software { .. }
+            )
+        );
     Ok(Sub {
         spec,
         matcher: Matcher::Nothing,
@@ -984,6 +997,7 @@ fn parse_sub(plugin: &str, s: &types::Subscription, warnings: &mut Vec<String>) 
         cgroups: None,
         preds: Vec::new(),
         pred_base: 0,
+        addresses,
         stacks,
         schema: None,
     })
