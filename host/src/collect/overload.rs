@@ -366,7 +366,7 @@ fn parse_answer(line: &str) -> Result<(Vec<Option<Reading>>, Vec<Option<Reading>
     let mut words = line.split_whitespace();
     let wall = Duration::from_nanos(words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?);
     let words: Vec<&str> = words.collect();
-    if words.len() % 4 != 0 {
+    if !words.len().is_multiple_of(4) {
         return Err(bad());
     }
     let readings: Vec<Option<Reading>> = words
