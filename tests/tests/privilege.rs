@@ -85,7 +85,7 @@ type Privileges = (String, String, String, String);
 /// Start `wasmtap run ARGS` as root, wait until one of its threads has `no_new_privs`,
 /// and return every thread's privileges then, with what the run printed.
 fn privileges_while_running(args: &[&str]) -> (Vec<Privileges>, String) {
-    let mut child = wasmtap()
+    let child = wasmtap()
         .arg("run")
         .args(args)
         .env_remove("SUDO_UID")
