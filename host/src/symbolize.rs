@@ -279,6 +279,20 @@ impl Symbolizer {
         }
     }
 
+    /// Note that `pid` ran code at the user address `addr`: snapshot it if it is unknown, and
+    /// again if its snapshot does not cover `addr` (it called `exec` or `dlopen` since, or the
+    /// snapshot was taken before the `exec` of a command the run started). A covered address
+    /// costs a hash lookup and a binary search.
+    pub fn observe_at(&mut self, pid: u32, addr: u64) {
+        match self.procs.get(&pid) {
+            None => self.observe(pid),
+            Some(snapshot) if snapshot.find(addr).is_some() => {}
+            Some(_) => {
+                self.refresh(pid, &[addr]);
+            }
+        }
+    }
+
     /// One frame per kernel address, in order. Kernel-module frames carry `[name]` as module.
     pub fn kernel(&mut self, addrs: &[u64]) -> Vec<Frame> {
         let modules = self.modules.get_or_insert_with(read_modules);
@@ -553,6 +567,49 @@ not a maps line
         assert_eq!((frame.symbol.as_str(), frame.offset), ("spin_here", 3), "{frame:?}");
         assert!(frame.file.ends_with("x.c") && frame.line > 0, "{frame:?}");
         assert!(frame.module.ends_with("/x"), "{frame:?}");
+    }
+
+    #[test]
+    fn a_process_first_seen_before_its_exec_is_named_after_it_exited() {
+        let dir = std::env::temp_dir().join(format!("wasmtap-symbolize-exec-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let src = "#include <stdio.h>\n#include <unistd.h>\nvoid spin_after_exec(void) {\n  for (volatile int i = 0; i < 10; i++) {}\n}\n\
+                   int main(void) {\n  char b[64];\n  printf(\"%p\\n\", (void *)spin_after_exec);\n  fflush(stdout);\n\
+                   spin_after_exec();\n  while (read(0, b, sizeof b) > 0) {}\n  return 0;\n}\n";
+        fs::write(dir.join("x.c"), src).unwrap();
+        let cc = Command::new("cc")
+            .args(["-g", "-O0", "-o"])
+            .arg(dir.join("x"))
+            .arg(dir.join("x.c"))
+            .status()
+            .expect("this test needs a C compiler (cc)");
+        assert!(cc.success());
+
+        // A shell that waits for a line, then becomes `x`: the pid's first snapshot is the shell's.
+        let mut child = Command::new("sh")
+            .args(["-c", "read line; exec \"$0\""])
+            .arg(dir.join("x"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut symbols = Symbolizer::new();
+        symbols.observe_at(pid, 0x1000);
+        assert!(symbols.procs.contains_key(&pid));
+        let mut stdin = child.stdin.take().unwrap();
+        std::io::Write::write_all(&mut stdin, b"go\n").unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = u64::from_str_radix(line.trim().trim_start_matches("0x"), 16).unwrap();
+        // A sample from after the exec: its address is outside the shell's snapshot.
+        symbols.observe_at(pid, addr);
+        drop(stdin);
+        child.wait().unwrap();
+
+        let frames = symbols.user(pid, &[addr + 3]);
+        fs::remove_dir_all(&dir).ok();
+        assert_eq!((frames[0].symbol.as_str(), frames[0].offset), ("spin_after_exec", 3), "{:?}", frames[0]);
     }
 
     #[test]

@@ -26,14 +26,15 @@ const STUCK_AFTER: Duration = Duration::from_secs(2);
 
 /// What the symbolizer thread does; [`Symbolizer`] in a run, a stand-in in tests.
 pub trait Resolve {
-    fn observe(&mut self, pid: u32);
+    /// `pid` ran code at the user address `addr`.
+    fn observe(&mut self, pid: u32, addr: u64);
     fn kernel(&mut self, addrs: &[u64]) -> Vec<Frame>;
     fn user(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame>;
 }
 
 impl Resolve for Symbolizer {
-    fn observe(&mut self, pid: u32) {
-        Symbolizer::observe(self, pid)
+    fn observe(&mut self, pid: u32, addr: u64) {
+        Symbolizer::observe_at(self, pid, addr)
     }
     fn kernel(&mut self, addrs: &[u64]) -> Vec<Frame> {
         Symbolizer::kernel(self, addrs)
@@ -60,7 +61,8 @@ pub struct Live {
 }
 
 enum Request {
-    Observe(Vec<u32>),
+    /// Processes, each with the latest user address it was seen at.
+    Observe(Vec<(u32, u64)>),
     /// Stacks, answered with their frames and the thread's CPU time spent on them.
     Stacks(Vec<Stack>, Sender<(Vec<Vec<Frame>>, u64)>),
 }
@@ -81,7 +83,7 @@ impl Live {
             for req in rx {
                 busy.store(crate::sys::monotonic_ns(), Ordering::Relaxed);
                 match req {
-                    Request::Observe(pids) => pids.into_iter().for_each(|p| sym.observe(p)),
+                    Request::Observe(seen) => seen.into_iter().for_each(|(pid, addr)| sym.observe(pid, addr)),
                     Request::Stacks(stacks, reply) => {
                         let cpu0 = crate::sys::thread_cpu_ns();
                         let frames = stacks
@@ -100,26 +102,32 @@ impl Live {
         Ok(Live { tx, stuck: Arc::default(), busy_since })
     }
 
-    /// Snapshot the maps of every process with a user stack or a user probe in `bytes`.
+    /// Snapshot the maps of every process with a user stack or a user probe in `bytes`, and
+    /// snapshot again a process whose latest address its snapshot does not cover: the first
+    /// records of a command started by the run may come from before its `exec`.
     pub fn observe(&self, bytes: &[u8]) {
         if self.stuck.load(Ordering::Relaxed) {
             return;
         }
-        let mut pids = Vec::new();
+        let mut seen: Vec<(u32, u64)> = Vec::new();
         for rec in Records::new(bytes) {
-            let user = match rec.kind() {
-                Some(Kind::User) => true,
-                Some(k) if k.has_stacks() => rec.stacks().is_some_and(|(_, u)| !u.is_empty()),
-                _ => false,
+            let addr = match rec.kind() {
+                Some(Kind::User) => rec.u64_at(wasmtap_abi::user::IP),
+                Some(k) if k.has_stacks() => rec.stacks().and_then(|(_, u)| u.get(0)),
+                _ => None,
             };
-            if user && pids.last() != Some(&rec.pid()) {
-                pids.push(rec.pid());
+            let Some(addr) = addr else { continue };
+            match seen.last_mut() {
+                Some(last) if last.0 == rec.pid() => last.1 = addr,
+                _ => seen.push((rec.pid(), addr)),
             }
         }
-        if !pids.is_empty() {
-            pids.sort_unstable();
-            pids.dedup();
-            let _ = self.tx.send(Request::Observe(pids));
+        if !seen.is_empty() {
+            // Stable: the latest address of each pid stays last among its entries.
+            seen.sort_by_key(|s| s.0);
+            seen.reverse();
+            seen.dedup_by_key(|s| s.0);
+            let _ = self.tx.send(Request::Observe(seen));
         }
     }
 
@@ -252,7 +260,7 @@ mod tests {
     }
 
     impl Resolve for Stand {
-        fn observe(&mut self, _pid: u32) {}
+        fn observe(&mut self, _pid: u32, _addr: u64) {}
         fn kernel(&mut self, _addrs: &[u64]) -> Vec<Frame> {
             std::thread::sleep(Duration::from_secs(3600));
             Vec::new()
