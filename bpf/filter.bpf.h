@@ -14,6 +14,8 @@
 #define BPF_RB_NO_WAKEUP_FLAG 1
 
 const volatile __u32 cfg_self_tgid = 0;
+/* The overload guard's measuring process, another process of ours (0: none). */
+const volatile __u32 cfg_meter_tgid = 0;
 const volatile __u32 cfg_filter_targets = 0;  /* only tgids in TARGETS */
 const volatile __u32 cfg_follow_children = 0; /* forks of a target become targets */
 const volatile __u32 cfg_filter_uids = 0;
@@ -126,12 +128,19 @@ static __always_inline int wt_in_cgroups(void)
 	return 0;
 }
 
+/* Whether `tgid` is one of the run's own processes: the host, and the overload guard's
+ * measuring process. */
+static __always_inline int wt_is_ours(__u32 tgid)
+{
+	return tgid == cfg_self_tgid || (cfg_meter_tgid && tgid == cfg_meter_tgid);
+}
+
 /* Process-level filters: 1 when process `tgid`, running as the current task (its uid,
- * comm and cgroup), is in the run's scope. Our own process never is: the host never
+ * comm and cgroup), is in the run's scope. Our own processes never are: the host never
  * traces itself. */
 static __always_inline int wt_in_scope(__u32 tgid)
 {
-	if (tgid == cfg_self_tgid)
+	if (wt_is_ours(tgid))
 		return 0;
 	if (cfg_filter_targets && !bpf_map_lookup_elem(&TARGETS, &tgid))
 		return 0;
@@ -154,12 +163,12 @@ static __always_inline int wt_in_scope(__u32 tgid)
 }
 
 /* wt_in_scope for the current task's events; a rejection is counted in `row`, except
- * of our own process's events. */
+ * of our own processes' events. */
 static __always_inline int wt_pass_task(__u32 row, __u32 tgid)
 {
 	if (wt_in_scope(tgid))
 		return 1;
-	if (tgid != cfg_self_tgid)
+	if (!wt_is_ours(tgid))
 		wt_count(row, WT_SLOT_FILTERED);
 	return 0;
 }

@@ -84,6 +84,26 @@ fn the_default_kernel_cpu_limit_lets_the_same_run_finish_and_stats_show_the_cost
     );
 }
 
+#[test]
+fn a_system_wide_trace_never_shows_the_runs_own_processes() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 7 s: the overload guard's measuring process (`/proc/self/exe __collector-stats`,
+    // so named `exe`) starts before the collectors and measures at 1 s and 6 s.
+    let o = run(wasmtap().args(["run", "syscount", "-d", "7", "--param", "by=process", "--param", "top=0", "--stats"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let cost = err.lines().find(|l| l.starts_with("  collectors' cost: ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(cost.contains("(windows 2 "), "the measuring process ran twice: {cost}");
+    let processes: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("@process[")?.split(']').next()).collect();
+    assert!(!processes.is_empty(), "something on the system made a syscall in 7 s\n{out}");
+    for ours in ["exe", "wasmtap", "wasmtap-symbols"] {
+        assert!(!processes.contains(&ours), "the run traced its own process `{ours}`:\n{out}");
+    }
+}
+
 /// Wait for `child` to end, up to `limit`; kill it and fail if it does not.
 fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let started = Instant::now();

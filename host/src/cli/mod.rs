@@ -43,7 +43,7 @@ enum Command {
     Replay(ReplayArgs),
     /// The overload guard's measuring process (started by a live run, not by people).
     #[command(name = "__collector-stats", hide = true)]
-    CollectorStats { ids: Vec<u32> },
+    CollectorStats,
 }
 
 /// Options shared by everything that runs plugins.
@@ -169,8 +169,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Record(args) => run::record(args),
         Command::Replay(args) => replay::replay(args),
         Command::List(args) => list::list(args),
-        Command::CollectorStats { ids } => {
-            crate::collect::overload::serve(&ids)?;
+        Command::CollectorStats => {
+            crate::collect::overload::serve()?;
             Ok(Outcome::Clean)
         }
     }

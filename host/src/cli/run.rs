@@ -85,6 +85,12 @@ fn trace(
         (Some(run), None) => Some(run.clone()),
         (None, own) => own.clone(),
     };
+    // Started before the collectors load, so that they never see it; it learns which
+    // programs to measure once they are loaded.
+    let meter = match max_kernel_cpu {
+        Some(_) => Some(overload::Meter::spawn()?),
+        None => None,
+    };
     let config = LiveConfig {
         kinds: plugins.kinds(),
         filter: KernelFilter { targets: targets.clone(), follow_children: child.is_some(), ..agreed },
@@ -92,6 +98,7 @@ fn trace(
         aggs: plugins.agg_sites(),
         agg_filter: KernelFilter { targets: agg_targets, follow_children: child.is_some(), ..agg_filter },
         map_sizes,
+        meter_tgid: meter.as_ref().map(overload::Meter::pid),
     };
     let (mut live, rx) = Live::start(&config)?;
     if let Some(values) = live.take_values() {
@@ -101,9 +108,9 @@ fn trace(
         Some((path, file)) => Some(Writer::new(file, &path, &recording_header(&plugins))?),
         None => None,
     };
-    let overload = match max_kernel_cpu {
-        Some(limit) => Some(overload::Guard::start(live.programs(), limit)?),
-        None => None,
+    let overload = match (meter, max_kernel_cpu) {
+        (Some(meter), Some(limit)) => Some(overload::Guard::start(meter, live.programs(), limit)?),
+        _ => None,
     };
     let _watchdog = match stall_timeout {
         Some(t) => Some(Watchdog::start(t, child.as_ref().map(GatedChild::pid))?),

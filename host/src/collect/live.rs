@@ -99,6 +99,8 @@ pub struct LiveConfig {
     pub agg_filter: KernelFilter,
     /// Bookkeeping maps resized (`WASMTAP_MAP_ENTRIES`).
     pub map_sizes: MapSizes,
+    /// The overload guard's measuring process, never traced (like the host itself).
+    pub meter_tgid: Option<u32>,
 }
 
 /// A loader made early by [`prefetch_loader`], for [`Live::start`] to take.
@@ -349,6 +351,7 @@ impl Drop for Live {
 /// dropped, so they are built before it.
 struct Globals {
     self_tgid: u32,
+    meter_tgid: u32,
     targets: u32,
     follow: u32,
     uids: u32,
@@ -366,6 +369,7 @@ impl Globals {
         let flag = |b: bool| u32::from(b);
         Globals {
             self_tgid: std::process::id(),
+            meter_tgid: config.meter_tgid.unwrap_or(0),
             targets: flag(f.targets.is_some()),
             follow: flag(f.follow_children),
             uids: flag(f.uids.is_some()),
@@ -399,6 +403,7 @@ fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals) -> Result
         .override_global("cfg_filter_cgroups", &g.cgroups, true)
         .override_global("cfg_cgroup_levels", &g.levels, true)
         .override_global("cfg_self_tgid", &g.self_tgid, true)
+        .override_global("cfg_meter_tgid", &g.meter_tgid, true)
         .override_global("cfg_filter_targets", &g.targets, true)
         .override_global("cfg_follow_children", &g.follow, true)
         .override_global("cfg_filter_uids", &g.uids, true)

@@ -12,14 +12,17 @@
 //!
 //! Turning statistics on and reading programs by id need `CAP_SYS_ADMIN`, which the host
 //! gives up once the collectors are attached. So the measuring is done by a process of
-//! its own ([`serve`], `wasmtap __collector-stats ID...`), started before the host drops
-//! its privileges: it keeps that one capability and nothing else, sets `no_new_privs`,
-//! shares no memory with the plugins, and only ever measures one window per line it is
-//! sent, answering with one line of readings. It ends when the host closes its stdin.
+//! its own ([`Meter`], running [`serve`] as `wasmtap __collector-stats`), started before
+//! the collectors are loaded, so that they exclude it as they exclude the host (its own
+//! system calls would otherwise show in a system-wide trace). It keeps `CAP_SYS_ADMIN`
+//! and nothing else, sets `no_new_privs`, shares no memory with the plugins, reads the
+//! programs' ids from its first line, then measures one window per line it is sent,
+//! answering with one line of readings. It ends when the host closes its stdin.
 //!
 //! ```no_run
-//! # use wasmtap::collect::overload::{Guard, Notice, Program};
-//! let guard = Guard::start(vec![Program { name: "wt_sys_enter".into(), id: 42 }], 50).unwrap();
+//! # use wasmtap::collect::overload::{Guard, Meter, Notice, Program};
+//! let meter = Meter::spawn().unwrap(); // before the collectors load: they exclude meter.pid()
+//! let guard = Guard::start(meter, vec![Program { name: "wt_sys_enter".into(), id: 42 }], 50).unwrap();
 //! if let Some(Notice::Overloaded(why)) = guard.poll() {
 //!     eprintln!("wasmtap: {why}");
 //! }
@@ -54,6 +57,8 @@ pub enum OverloadError {
     Helper(std::io::Error),
     #[error("the overload guard's measuring process cannot keep CAP_SYS_ADMIN alone: {0}")]
     Privileges(std::io::Error),
+    #[error("the overload guard's measuring process was not told which programs to measure")]
+    NoPrograms,
 }
 
 /// One loaded collector program.
@@ -223,11 +228,13 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Measure `programs` from now on, against `limit_percent` of one CPU. Call before
-    /// the host drops its privileges: the measuring process starts with them.
-    pub fn start(programs: Vec<Program>, limit_percent: u32) -> Result<Guard, OverloadError> {
+    /// Measure `programs` with `meter` from now on, against `limit_percent` of one CPU.
+    pub fn start(mut meter: Meter, programs: Vec<Program>, limit_percent: u32) -> Result<Guard, OverloadError> {
         let state = Arc::new(Mutex::new(State { cost: CollectorCost::new(&programs, limit_percent), notice: None }));
-        let helper = Helper::spawn(&programs).map_err(OverloadError::Helper)?;
+        // A measuring process that cannot be told is found out at the first window, and
+        // the run is told the cost is not measured, as for any other failure of it.
+        let _ = meter.name(&programs);
+        let helper = meter;
         let (stop, stopped) = mpsc::channel();
         let shared = state.clone();
         let thread = std::thread::Builder::new()
@@ -269,7 +276,7 @@ fn sleep(stopped: &Receiver<()>, d: Duration) -> bool {
 }
 
 /// The thread: one window every period, until stopped or tripped.
-fn measure(mut helper: Helper, state: &Mutex<State>, stopped: &Receiver<()>) {
+fn measure(mut helper: Meter, state: &Mutex<State>, stopped: &Receiver<()>) {
     let mut wait = FIRST;
     loop {
         if !sleep(stopped, wait) {
@@ -300,20 +307,30 @@ fn measure(mut helper: Helper, state: &Mutex<State>, stopped: &Receiver<()>) {
     }
 }
 
-/// The measuring process, seen from the host: one line out asks for a window, one line
-/// back answers it.
-struct Helper {
+/// The measuring process, seen from the host: its first line names the programs, then
+/// one line out asks for a window, one line back answers it.
+pub struct Meter {
     child: std::process::Child,
     to: std::process::ChildStdin,
     from: std::io::BufReader<std::process::ChildStdout>,
 }
 
-impl Helper {
-    fn spawn(programs: &[Program]) -> std::io::Result<Helper> {
+impl Meter {
+    /// Start the measuring process. Call before the host drops its privileges (it starts
+    /// with them) and before the collectors load (they must know its pid to exclude it).
+    pub fn spawn() -> Result<Meter, OverloadError> {
+        Meter::start().map_err(OverloadError::Helper)
+    }
+
+    /// Its process id, for the collectors to leave out.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn start() -> std::io::Result<Meter> {
         use std::process::{Command, Stdio};
         let mut child = Command::new("/proc/self/exe")
             .arg("__collector-stats")
-            .args(programs.iter().map(|p| p.id.to_string()))
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -323,7 +340,14 @@ impl Helper {
             (Some(to), Some(from)) => (to, std::io::BufReader::new(from)),
             _ => return Err(std::io::Error::other("no pipes to the measuring process")),
         };
-        Ok(Helper { child, to, from })
+        Ok(Meter { child, to, from })
+    }
+
+    /// Tell it the kernel's ids of the programs to measure.
+    fn name(&mut self, programs: &[Program]) -> std::io::Result<()> {
+        use std::io::Write;
+        let ids: Vec<String> = programs.iter().map(|p| p.id.to_string()).collect();
+        writeln!(self.to, "{}", ids.join(" ")).and_then(|()| self.to.flush())
     }
 
     /// One window: the readings before and after it, and its wall time.
@@ -340,7 +364,7 @@ impl Helper {
     }
 }
 
-impl Drop for Helper {
+impl Drop for Meter {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -379,16 +403,24 @@ fn parse_answer(line: &str) -> Result<(Vec<Option<Reading>>, Vec<Option<Reading>
     Ok((before, after, wall))
 }
 
-/// The measuring process (`wasmtap __collector-stats ID...`): keep `CAP_SYS_ADMIN` alone,
-/// then for each line read, turn the kernel's statistics on for one [`WINDOW`] and answer
-/// with the programs' counters before and after it. Ends at the end of its input.
-pub fn serve(ids: &[u32]) -> Result<(), OverloadError> {
+/// The measuring process (`wasmtap __collector-stats`): keep `CAP_SYS_ADMIN` alone, read
+/// the programs' ids from the first line, then for each line read, turn the kernel's
+/// statistics on for one [`WINDOW`] and answer with the programs' counters before and
+/// after it. Ends at the end of its input.
+pub fn serve() -> Result<(), OverloadError> {
     use std::io::{BufRead, Write};
     crate::sys::creds::restrict_all_threads(1 << crate::sys::creds::CAP_SYS_ADMIN)
         .map_err(OverloadError::Privileges)?;
-    let programs: Vec<Program> = ids.iter().map(|&id| Program { name: String::new(), id }).collect();
+    let mut lines = std::io::stdin().lock().lines();
+    let Some(Ok(first)) = lines.next() else {
+        // The host ended before the collectors were loaded.
+        return Ok(());
+    };
+    let ids: Option<Vec<u32>> = first.split_whitespace().map(|w| w.parse().ok()).collect();
+    let programs: Vec<Program> =
+        ids.ok_or(OverloadError::NoPrograms)?.into_iter().map(|id| Program { name: String::new(), id }).collect();
     let mut out = std::io::stdout().lock();
-    for line in std::io::stdin().lock().lines() {
+    for line in lines {
         if line.is_err() {
             break;
         }
@@ -499,7 +531,7 @@ mod tests {
     #[test]
     fn the_guard_stops_at_once_and_reports_what_it_measured() {
         let started = Instant::now();
-        let guard = Guard::start(programs(), 50).unwrap();
+        let guard = Guard::start(Meter::spawn().unwrap(), programs(), 50).unwrap();
         assert_eq!(guard.poll(), None);
         let cost = guard.finish();
         assert!(started.elapsed() < FIRST, "stopping waits for no window");
