@@ -12,7 +12,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use wasmtap::sandbox::{types, Clock, Limits, Sandbox};
+use wasmtap::clock::Clock;
+use wasmtap::limits::Limits;
+use wasmtap::sandbox::Sandbox;
+use wasmtap::wit::types;
 use wasmtap_abi::{header, sys_enter, Kind, Records};
 
 const EVENTS: usize = 1 << 20;

@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::collect::{KernelCounters, LossReason};
-use crate::plugin::PluginStats;
+use crate::accounting::{KernelCounters, LossReason, PluginStats};
 
 /// How often a live run reports its losses.
 pub const REPORT_PERIOD: Duration = Duration::from_secs(5);
@@ -112,7 +111,7 @@ impl Reporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::{KindCounters, ProbeRow};
+    use crate::accounting::{KindCounters, ProbeRow};
     use wasmtap_abi::Kind;
 
     fn plugin(name: &str, budget: u64) -> PluginStats {

@@ -1,15 +1,34 @@
 //! wasmtap: a tracing runtime for Linux. Vetted eBPF collectors feed kernel events,
 //! filtered in the kernel, to WebAssembly plugins that run in a bounded sandbox.
 //!
-//! Modules, with dependencies pointing one way (`cli → {collect, pipeline, plugin, output}`,
-//! `plugin → {sandbox, output}`): [`collect`] is the only module touching BPF, [`sandbox`]
-//! the only one configuring wasmtime, [`output`] the only one printing, and [`sys`] the
-//! only one with `unsafe`.
+//! # Layers
+//!
+//! Every module uses only modules of lower layers (`host/tests/layers.rs` fails the build's
+//! tests otherwise), so each can be read, tested and later moved to a process of its own
+//! without what sits above it:
+//!
+//! | layer | modules | what lives there |
+//! |---|---|---|
+//! | 7 | [`cli`] | the command line: parses, starts a run or a replay, privileges |
+//! | 6 | [`pipeline`] | the run loop: chunks from an event source to the plugins, ticks, the end |
+//! | 5 | [`plugin`] | each plugin's lifecycle: plan, subscriptions, dispatch in batches, budgets, faults, restarts |
+//! | 4 | [`agg`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings |
+//! | 3 | [`collect`], [`sandbox`], [`output`], [`drops`] | events from the collectors (the only BPF) or a recording; wasmtime (the only engine setup); printing (fed plain data); live loss reports |
+//! | 2 | [`accounting`] | where every event went, what the run cost |
+//! | 1 | [`wit`], [`clock`], [`limits`], [`private`], [`privilege`], [`symbolize`], [`watchdog`] | the contract's types, the plugin's clock, limits and fault kinds, private files, capabilities, symbols, the run's watchdog |
+//! | 0 | [`sys`] | system calls |
+//!
+//! `unsafe` is denied everywhere but in [`sys`], and in two audited calls that say why:
+//! loading a cached compiled plugin (`sandbox::cache`) and naming a function of the host
+//! in a symbolizer test.
 
+pub mod accounting;
 pub mod agg;
 pub mod cli;
+pub mod clock;
 pub mod collect;
 pub mod drops;
+pub mod limits;
 pub mod output;
 pub mod pipeline;
 pub mod plugin;
@@ -19,3 +38,4 @@ pub mod sandbox;
 pub mod symbolize;
 pub mod sys;
 pub mod watchdog;
+pub mod wit;

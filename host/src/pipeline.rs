@@ -7,63 +7,17 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
+use crate::accounting::{Accounting, HostUsage, KernelCounters, LossReason};
+use crate::clock::Clock;
 use crate::collect::live::{ChunkReceiver, Live};
-use crate::collect::overload::{self, CollectorCost, Notice};
+use crate::collect::overload::{self, Notice};
 use crate::collect::recording::{self, Reader, RecordingError, Writer};
-use crate::collect::{KernelCounters, LossReason};
 use crate::drops;
 use crate::output::Output;
 use crate::plugin::symbols;
-use crate::plugin::{PluginSet, PluginStats};
-use crate::sandbox::Clock;
+use crate::plugin::PluginSet;
 use crate::sys::GatedChild;
 use crate::watchdog::{self, Doing};
-
-/// Where every event went.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Accounting {
-    pub kernel: KernelCounters,
-    pub plugins: Vec<PluginStats>,
-    /// Exit status of the `-c` command (wait(2) status), if there was one.
-    pub command_status: Option<i32>,
-    /// What the host process itself used.
-    pub host: HostUsage,
-    /// What the collectors cost the traced system (live runs with the overload guard).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub collectors: Option<CollectorCost>,
-}
-
-/// The host process's memory at the end of a run.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct HostUsage {
-    pub rss_bytes: u64,
-    pub peak_rss_bytes: u64,
-}
-
-impl HostUsage {
-    pub fn now() -> HostUsage {
-        let (rss_bytes, peak_rss_bytes) = crate::sys::rss_bytes();
-        HostUsage { rss_bytes, peak_rss_bytes }
-    }
-}
-
-impl Accounting {
-    /// Events lost before reaching the plugins.
-    pub fn lost(&self) -> u64 {
-        self.kernel.dropped()
-    }
-
-    /// True if the run had problems: lost events, children not followed, disabled
-    /// plugins, an overload.
-    pub fn has_problems(&self) -> bool {
-        self.lost() > 0
-            || !self.kernel.losses.is_empty()
-            || self.plugins.iter().any(|p| p.disabled.is_some() || p.dropped > 0)
-            || self.collectors.as_ref().is_some_and(|c| c.tripped)
-    }
-}
 
 /// How a live run ends.
 pub struct LiveOptions {

@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use wasmtap::accounting::{KernelCounters, KindCounters};
 use wasmtap::collect::elf::{self, UsdtArg, UsdtLoc};
 use wasmtap::collect::probes::{self, ProbeSpec};
 use wasmtap::collect::recording::{Header, Reader, RecordingError, SymbolEntry, Trailer, Writer};
 use wasmtap::collect::tracefs::{self, Field, FieldKind};
-use wasmtap::collect::{Chunk, KernelCounters, KindCounters};
+use wasmtap::collect::Chunk;
 use wasmtap::plugin::params::{self, ParamError, RawParam};
-use wasmtap::sandbox::types::{ParamKind, ParamSpec};
+use wasmtap::wit::types::{ParamKind, ParamSpec};
 use wasmtap_abi::Kind;
 
 /// A scratch file of this test process, removed when dropped.

@@ -17,7 +17,7 @@ use crate::collect::agg::{
 use crate::collect::live::{preds_bytes, KernelFilter};
 use crate::collect::probes::{self, ProbeSpec};
 use crate::collect::table::{self, FieldLoc, Pred, Source, KERNEL_PREDS_MAX, NR_SYSCALLS};
-use crate::sandbox::types;
+use crate::wit::types;
 
 /// Kernel aggregations per plugin.
 pub const PER_PLUGIN_MAX: usize = 32;
@@ -341,7 +341,7 @@ fn preds(f: &types::Filter, p: &Probe) -> Result<Vec<Pred>, String> {
     if f.predicates.len() > KERNEL_PREDS_MAX {
         return Err(format!("at most {KERNEL_PREDS_MAX} comparisons run in the kernel"));
     }
-    crate::plugin::compile_preds(&f.predicates, |name| (p.fields)(name))
+    crate::collect::table::compile_preds(&f.predicates, |name| (p.fields)(name))
 }
 
 /// Compile aggregation `wire` of a plan as id `id`, resolving its probes in `source`.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Args;
 
-use crate::sandbox::{Limits, OnFault};
+use crate::limits::{Limits, OnFault};
 
 /// Limits of the plugins' sandboxes.
 #[derive(Args, Debug, Clone, Default)]

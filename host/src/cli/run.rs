@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 
 use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
+use crate::clock::Clock;
 use crate::collect::live::{KernelFilter, Live, LiveConfig};
 use crate::collect::map_sizes::MapSizes;
 use crate::collect::overload;
@@ -16,7 +17,7 @@ use crate::output::Format;
 use crate::pipeline::{self, LiveOptions};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::privilege;
-use crate::sandbox::{Clock, Sandbox};
+use crate::sandbox::Sandbox;
 use crate::sys::creds::User;
 use crate::sys::GatedChild;
 use crate::watchdog::{self, Doing, Watchdog};

@@ -27,7 +27,8 @@ use super::map_sizes::MapSizes;
 use super::probes::{collector_of, Collector};
 use super::rows::{self, counter_rows};
 use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
-use super::{AggLosses, Chunk, KernelCounters, KindCounters, LossReason};
+use super::Chunk;
+use crate::accounting::{AggLosses, KernelCounters, KindCounters, LossReason};
 
 static SYSCALLS_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/syscalls.bpf.o"));
 static PROC_OBJ: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/proc.bpf.o"));

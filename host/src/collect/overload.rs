@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use crate::accounting::{CollectorCost, ProgramCost};
 
 /// How often the collectors' cost is measured.
 pub const PERIOD: Duration = Duration::from_secs(5);
@@ -120,37 +120,6 @@ impl Window {
     pub fn percent(&self) -> f64 {
         percent_of_cpu(self.gained.iter().map(|r| r.run_ns).sum(), self.wall)
     }
-}
-
-/// What one program cost, over every window measured.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct ProgramCost {
-    pub name: String,
-    pub runs: u64,
-    pub run_ns: u64,
-    /// Its highest share of one CPU over one window, in percent.
-    pub peak_percent: f64,
-}
-
-/// What the collectors cost the traced system, as measured (`--stats`, JSON accounting).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct CollectorCost {
-    /// `--max-kernel-cpu`, percent of one CPU.
-    pub limit_percent: u32,
-    pub window_ms: u64,
-    pub period_ms: u64,
-    /// Windows measured.
-    pub windows: u32,
-    /// The highest share of one CPU the programs took together over one window.
-    pub peak_percent: f64,
-    /// The share over the last window measured.
-    pub last_percent: f64,
-    /// True when a window went over the limit and the run was stopped.
-    pub tripped: bool,
-    pub programs: Vec<ProgramCost>,
-    /// Why the cost could not be measured, if it could not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unmeasured: Option<String>,
 }
 
 impl CollectorCost {

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Chunk, KernelCounters};
+use super::Chunk;
+use crate::accounting::KernelCounters;
 
 const MAGIC: &[u8; 12] = b"WASMTAP-REC\n";
 const VERSION: u32 = 1;

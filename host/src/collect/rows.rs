@@ -19,7 +19,7 @@ use wasmtap_abi::Kind;
 use super::agg::AGG_KIND;
 use super::probes::Collector;
 use super::table::ProbeTable;
-use super::{KernelCounters, KindCounters, ProbeRow};
+use crate::accounting::{KernelCounters, KindCounters, ProbeRow};
 
 /// Counter slots per row (`WT_SLOTS`): filtered, emitted, dropped, lost.
 pub const SLOTS: u32 = 4;
@@ -172,8 +172,8 @@ mod tests {
         };
         assert_eq!(enum_value("WT_SLOTS"), Some(SLOTS));
         assert_eq!(enum_value("WT_LOSSES"), Some(LOSSES));
-        assert_eq!(super::super::LossReason::ALL.len() as u32, LOSSES);
-        for (i, reason) in super::super::LossReason::ALL.iter().enumerate() {
+        assert_eq!(crate::accounting::LossReason::ALL.len() as u32, LOSSES);
+        for (i, reason) in crate::accounting::LossReason::ALL.iter().enumerate() {
             let line = text.lines().find(|l| l.contains(&format!("/* {}:", reason.name())));
             let line = line.unwrap_or_else(|| panic!("{} is not named in enum wt_loss", reason.name()));
             assert!(line.contains(&format!("= {i},")), "{} is reason {i}: {line}", reason.name());

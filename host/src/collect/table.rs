@@ -11,8 +11,9 @@ use wasmtap_abi::Kind;
 
 use super::elf;
 use super::probes::{ProbeError, ProbeSpec, UprobeAt};
+use super::rows;
 use super::tracefs::{self, FieldKind, Format};
-use super::{rows, ProbeRow};
+use crate::accounting::ProbeRow;
 
 /// Stacks to take: bit 0 kernel, bit 1 user (`WT_STACK_*`).
 pub const STACK_KERNEL: u8 = 1;
@@ -194,7 +195,9 @@ impl ProbeTable {
         let named = match row {
             ProbeRow::Kind(Kind::SysEnter) => Some("tracepoint:raw_syscalls:sys_enter".to_string()),
             ProbeRow::Kind(Kind::SysExit) => Some("tracepoint:raw_syscalls:sys_exit".to_string()),
-            ProbeRow::Kind(k @ (Kind::Exec | Kind::Fork | Kind::Exit)) => Some(format!("proc:{}", super::kind_name(k))),
+            ProbeRow::Kind(k @ (Kind::Exec | Kind::Fork | Kind::Exit)) => {
+                Some(format!("proc:{}", crate::accounting::kind_name(k)))
+            }
             ProbeRow::Kind(Kind::Open) => Some("file:open".to_string()),
             ProbeRow::Kind(_) => None,
             ProbeRow::SysEnter(nr) => syscall(nr, "entry"),
@@ -459,6 +462,33 @@ pub fn tracepoint_field(format: &Format, field: &str) -> Result<FieldLoc, String
 /// Wraps `e` as the probe error a plugin's subscription gets.
 pub fn probe_error(probe: &str, reason: String) -> ProbeError {
     ProbeError::Unresolved { name: probe.into(), reason }
+}
+
+/// The kernel's form of a plugin's comparisons, each field found by `locate`: at most 64.
+pub fn compile_preds(
+    preds: &[crate::wit::types::Predicate],
+    locate: impl Fn(&str) -> Result<FieldLoc, String>,
+) -> Result<Vec<Pred>, String> {
+    if preds.len() > 64 {
+        return Err("more than 64 comparisons".into());
+    }
+    preds
+        .iter()
+        .map(|p| {
+            let loc = locate(&p.field)?;
+            let op = match p.op {
+                crate::wit::types::CmpOp::Eq => Op::Eq,
+                crate::wit::types::CmpOp::Ne => Op::Ne,
+                crate::wit::types::CmpOp::Lt => Op::Lt,
+                crate::wit::types::CmpOp::Le => Op::Le,
+                crate::wit::types::CmpOp::Gt => Op::Gt,
+                crate::wit::types::CmpOp::Ge => Op::Ge,
+                crate::wit::types::CmpOp::MaskAny => Op::MaskAny,
+                crate::wit::types::CmpOp::MaskNone => Op::MaskNone,
+            };
+            Ok(Pred { off: loc.off, size: loc.size, signed: loc.signed, op, value: p.value as u64 })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
-use crate::sandbox::types::{AggEntry, AggKind, AggOrder, AggValue, Aggregation, Bucket, Histogram, Value};
+use crate::wit::types::{AggEntry, AggKind, AggOrder, AggValue, Aggregation, Bucket, Histogram, Value};
 
 /// An entry's value for sorting: the scalar, or the number of samples of a histogram or
 /// of percentiles.

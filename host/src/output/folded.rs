@@ -2,7 +2,7 @@
 //! line per stack.
 
 use super::entries::merged;
-use crate::sandbox::types::{AggEntry, AggValue, Aggregation, Frame, Value};
+use crate::wit::types::{AggEntry, AggValue, Aggregation, Frame, Value};
 
 /// A frame as a folded element, like the SDK's `Frame::folded_name`: the function
 /// without offset; `[file name of the module]` or the hex address when it is unknown.
@@ -85,7 +85,7 @@ pub(super) fn lines(agg: &Aggregation, entries: &[&AggEntry]) -> (Vec<(String, i
 mod tests {
     use super::*;
     use crate::output::testing::{agg, frame, hist, scalar, stack as stack_value, text};
-    use crate::sandbox::types::AggKind;
+    use crate::wit::types::AggKind;
 
     fn render(agg: &Aggregation) -> (String, bool) {
         let entries = super::super::entries::sorted(agg);

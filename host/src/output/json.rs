@@ -9,7 +9,7 @@ use serde_json::Value as Json;
 
 use super::entries::{kind_name, merged, percentile_label};
 use super::folded;
-use crate::sandbox::types::{AggEntry, AggKind, AggValue, Aggregation, Histogram, Quantiles, Value};
+use crate::wit::types::{AggEntry, AggKind, AggValue, Aggregation, Histogram, Quantiles, Value};
 
 /// A JSON object built member by member.
 pub(super) struct Object(String);
@@ -113,7 +113,7 @@ fn quantiles(q: &Quantiles) -> String {
 mod tests {
     use super::*;
     use crate::output::testing::{agg, frame, hist, quantiles as q, scalar, stack, text};
-    use crate::sandbox::types::AggOrder;
+    use crate::wit::types::AggOrder;
 
     fn render(plugin: &str, a: &Aggregation) -> String {
         aggregation(plugin, a, &super::super::entries::sorted(a))

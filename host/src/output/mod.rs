@@ -23,9 +23,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use crate::sandbox::types::{AggEntry, Aggregation, ColumnKind, Frame, Level, TableSpec, Value};
-use crate::sandbox::Clock;
+use crate::clock::Clock;
 use crate::watchdog::Watched;
+use crate::wit::types::{AggEntry, Aggregation, ColumnKind, Level, TableSpec};
+use crate::wit::Cell;
 use json::{quote, Object};
 
 pub use flamegraph::flamegraph_svg;
@@ -173,7 +174,7 @@ impl Output {
 
     /// Rows of a table, as lifted from a plugin.
     #[cfg(test)]
-    pub fn rows(&mut self, plugin: &str, table: &TableSpec, rows: &[crate::sandbox::types::Row], clock: &Clock) {
+    pub fn rows(&mut self, plugin: &str, table: &TableSpec, rows: &[crate::wit::types::Row], clock: &Clock) {
         let mut cells = Vec::new();
         for row in rows {
             cells.clear();
@@ -270,7 +271,7 @@ impl Output {
     }
 
     /// The accounting report: always in JSON, in text only when asked or when events were lost.
-    pub fn accounting(&mut self, report: &crate::pipeline::Accounting, verbose: bool) {
+    pub fn accounting(&mut self, report: &crate::accounting::Accounting, verbose: bool) {
         match self.format {
             Format::Json => {
                 let data = serde_json::to_string(report).unwrap_or_else(|_| "null".to_string());
@@ -286,37 +287,6 @@ impl Output {
                     }
                 }
             }
-        }
-    }
-}
-
-/// One cell of a row: a row lifted from the plugin (`host.emit`), or read in place from
-/// packed rows (`host.emit-packed`) without an allocation per cell.
-#[derive(Clone, Copy, Debug)]
-pub enum Cell<'a> {
-    Int(i64),
-    Text(&'a str),
-    Stack(&'a [Frame]),
-}
-
-impl PartialEq for Cell<'_> {
-    /// Stacks are equal when they are the same frames (frames have no equality).
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Cell::Int(a), Cell::Int(b)) => a == b,
-            (Cell::Text(a), Cell::Text(b)) => a == b,
-            (Cell::Stack(a), Cell::Stack(b)) => std::ptr::eq(*a, *b),
-            _ => false,
-        }
-    }
-}
-
-impl<'a> From<&'a Value> for Cell<'a> {
-    fn from(v: &'a Value) -> Self {
-        match v {
-            Value::Int(i) => Cell::Int(*i),
-            Value::Text(s) => Cell::Text(s),
-            Value::Stack(frames) => Cell::Stack(frames),
         }
     }
 }

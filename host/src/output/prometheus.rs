@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use super::entries::merged;
 use super::folded;
-use crate::sandbox::types::{AggEntry, AggKind, AggValue, Aggregation, Histogram, Quantiles, Value};
+use crate::wit::types::{AggEntry, AggKind, AggValue, Aggregation, Histogram, Quantiles, Value};
 
 /// The four metric types, by the aggregation's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::io::{self, Write};
 use std::rc::Rc;
 
-use crate::sandbox::types::{
+use crate::wit::types::{
     AggEntry, AggKind, AggOrder, AggValue, Aggregation, Bucket, Frame, Histogram, Percentile, Quantiles, Value,
 };
 

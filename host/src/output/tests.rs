@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::testing::{agg, frame, hist, scalar, stack, text, Capture};
 use super::*;
-use crate::sandbox::types::{AggKind, Column, Row};
+use crate::wit::types::{AggKind, Column, Row, Value};
 
 fn output(format: Format) -> (Output, Capture, Capture) {
     let (out, err) = (Capture::default(), Capture::default());
@@ -68,7 +68,7 @@ fn json_records_start_with_their_type_and_keep_column_order() {
     o.rows("execsnoop", &table(), &[row()], &CLOCK);
     o.text("p", "hi\n");
     o.aggregations("p", &[latency()]);
-    o.accounting(&crate::pipeline::Accounting::default(), false);
+    o.accounting(&crate::accounting::Accounting::default(), false);
     let want = concat!(
         "{\"type\":\"attached_probes\",\"data\":{\"probes\":3}}\n",
         "{\"type\":\"row\",\"plugin\":\"execsnoop\",\"table\":\"execs\",\"data\":{\"TIME\":3601000000000,\"PID\":42,\"COMM\":\"sh\\u0007\"}}\n",

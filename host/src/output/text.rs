@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 
 use super::entries::percentile_label;
 use super::Cell;
-use crate::sandbox::types::{
+use crate::clock::Clock;
+use crate::wit::types::{
     AggEntry, AggKind, AggValue, Aggregation, Bucket, ColumnKind, Frame, Histogram, Quantiles, TableSpec, Value,
 };
-use crate::sandbox::Clock;
 
 /// bpftrace indents each frame of a stack key by eight spaces.
 const STACK_INDENT: &str = "        ";
@@ -270,7 +270,7 @@ fn bound(v: i64, suffixes: Suffixes) -> String {
     v.to_string()
 }
 
-pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
+pub(super) fn accounting(report: &crate::accounting::Accounting) -> Vec<String> {
     let mut lines = vec![format!(
         "wasmtap: {} events from the kernel, {} filtered in the kernel, {} lost",
         report.kernel.kinds.values().map(|k| k.emitted).sum::<u64>(),
@@ -280,7 +280,7 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
     for (kind, k) in &report.kernel.kinds {
         let mut line = format!(
             "  {:<10} emitted {:>10}  filtered {:>10}  ring-full drops {:>8}",
-            crate::collect::kind_name(*kind),
+            crate::accounting::kind_name(*kind),
             k.emitted,
             k.filtered,
             k.dropped
@@ -349,7 +349,7 @@ pub(super) fn accounting(report: &crate::pipeline::Accounting) -> Vec<String> {
 }
 
 /// `plugin NAME delivered … dropped … (budget …, fault …)…`, with its faults and status.
-fn plugin_line(p: &crate::plugin::PluginStats) -> String {
+fn plugin_line(p: &crate::accounting::PluginStats) -> String {
     let mut line = format!(
         "  plugin {:<12} delivered {:>10}  filtered {:>8}  dropped {:>8} (budget {}, fault {})  batches {}  cpu {} ms  longest call {} ms",
         p.name, p.delivered, p.filtered, p.dropped, p.dropped_budget, p.dropped_fault, p.batches, p.cpu_ms, p.longest_call_ms
@@ -376,10 +376,10 @@ fn plugin_line(p: &crate::plugin::PluginStats) -> String {
 }
 
 /// `memory 64 MiB, deadline 250 ms, …`
-fn limits(l: &crate::sandbox::Limits) -> String {
+fn limits(l: &crate::limits::Limits) -> String {
     let on_fault = match l.on_fault {
-        crate::sandbox::OnFault::Disable => "disable",
-        crate::sandbox::OnFault::Restart => "restart",
+        crate::limits::OnFault::Disable => "disable",
+        crate::limits::OnFault::Restart => "restart",
     };
     format!(
         "memory {} MiB, deadline {} ms, cpu {}%, output {} KiB/s, state {} entries, instances {}, on fault {on_fault}, crash loop {}",
@@ -394,7 +394,7 @@ fn limits(l: &crate::sandbox::Limits) -> String {
 }
 
 /// The overload guard's measurements, one line per program that ran.
-fn collector_cost(c: &crate::collect::overload::CollectorCost) -> Vec<String> {
+fn collector_cost(c: &crate::accounting::CollectorCost) -> Vec<String> {
     if let Some(why) = &c.unmeasured {
         return vec![format!("  collectors' cost: not measured ({why})")];
     }

@@ -4,7 +4,7 @@
 //! before anything is attached or rendered, and a refusal names the field, the value and
 //! the limit.
 
-use crate::sandbox::types::{Filter, Plan, PluginInfo};
+use crate::wit::types::{Filter, Plan, PluginInfo};
 
 /// Bytes of a name: a plugin version, a parameter, table, column or aggregation name,
 /// a predicate's field.
@@ -120,7 +120,7 @@ fn check_filter(at: &str, f: &Filter) -> Result<(), Exceeds> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::types::{Column, ColumnKind, TableSpec};
+    use crate::wit::types::{Column, ColumnKind, TableSpec};
 
     fn plan_with_width(width: u32) -> Plan {
         let columns = vec![Column { name: "N".into(), kind: ColumnKind::Integer, width }];

@@ -11,21 +11,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use wasmtap_abi::{header, Kind, Record};
 
+use crate::accounting::{AggregationLosses, FaultReport, KernelCounters, PluginStats, ProbeRow, ProbeStats};
 use crate::agg::SharedStore;
+use crate::clock::Clock;
 use crate::collect::cgroup::{self, Cgroup};
 use crate::collect::live::KernelFilter;
 use crate::collect::probes::{self, ProbeError, ProbeSpec};
-use crate::collect::table::{self, FieldLoc, Op, Pred, ProbeTable, Source};
+use crate::collect::table::{self, FieldLoc, Pred, ProbeTable, Source};
 use crate::collect::tracefs::{self, FieldKind};
-use crate::collect::{KernelCounters, ProbeRow};
-use crate::output::{Cell, Output};
-use crate::sandbox::types::{self, Plan, PluginInfo, TableSpec};
-use crate::sandbox::{
-    Clock, Fault, FaultKind, GuestItem, Instance, Limits, LoadedPlugin, OnFault, Sandbox, SandboxError,
-};
+use crate::limits::{FaultKind, Limits, OnFault};
+use crate::output::Output;
+use crate::sandbox::{Fault, GuestItem, Instance, LoadedPlugin, Sandbox, SandboxError};
+use crate::wit::types::{self, Plan, PluginInfo, TableSpec};
+use crate::wit::Cell;
 
 /// Records per `on-batch` call.
 pub const BATCH_RECORDS: usize = 1024;
@@ -84,100 +84,6 @@ impl Described {
         let instance = self.loaded.instantiate(Clock::live(), limits).map_err(fault)?;
         Ok(Described { instance, ..self })
     }
-}
-
-/// Per-plugin accounting. Every record of a probe the plugin subscribes to ends in
-/// exactly one of `filtered`, `delivered` or a `dropped_*` count.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct PluginStats {
-    pub name: String,
-    /// Records handed to the plugin.
-    pub delivered: u64,
-    /// Records of a subscribed probe that the plugin's own filters rejected in the host.
-    pub filtered: u64,
-    /// Records lost to this plugin, for any reason (the sum of the `dropped_*` counts).
-    pub dropped: u64,
-    /// Lost while it was over its CPU or output budget.
-    pub dropped_budget: u64,
-    /// Lost because it faulted: in the failing batch, while restarting, or once disabled.
-    pub dropped_fault: u64,
-    pub batches: u64,
-    /// Output dropped because it was over its output budget: items and bytes.
-    pub output_dropped: u64,
-    pub output_dropped_bytes: u64,
-    /// Interval ticks not delivered, and tick reports not rendered, while it was over
-    /// its budget.
-    pub ticks_skipped: u64,
-    /// Faults, and restarts from the compiled plugin after one.
-    pub faults: u64,
-    pub restarts: u64,
-    /// Seconds in which it went over its CPU or output budget.
-    pub budget_overruns: u64,
-    /// `host.symbolize` requests answered with unknown frames because they named a process
-    /// the plugin was not shown (or the kernel, where the run may not see it).
-    pub symbolize_refused: u64,
-    /// Processes its symbolize scope forgot because it was full.
-    pub symbolize_scope_forgotten: u64,
-    /// CPU time spent in the plugin, and its longest single call.
-    pub cpu_ms: u64,
-    /// CPU time the host spent rendering its output and reports, charged to its CPU budget.
-    pub host_cpu_ms: u64,
-    pub longest_call_ms: u64,
-    /// The last fault: its callback, kind and reason.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_fault: Option<FaultReport>,
-    /// Why the plugin was disabled, if it was.
-    pub disabled: Option<String>,
-    /// Problems that did not stop it (optional probes skipped).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-    /// The limits it ran under.
-    pub limits: Limits,
-    /// Where its machine code came from: `cached`, `compiled`, `rebuilt (why)`...
-    pub code: String,
-    /// The same counts per subscribed probe.
-    pub probes: Vec<ProbeStats>,
-    /// What its kernel aggregations lost, by name (those that lost anything, live runs).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub aggregation_losses: Vec<AggregationLosses>,
-}
-
-/// What one of a plugin's kernel aggregations lost, for the accounting.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct AggregationLosses {
-    pub aggregation: String,
-    #[serde(flatten)]
-    pub lost: crate::collect::AggLosses,
-}
-
-/// A fault, as the accounting reports it.
-#[derive(Clone, Debug, Serialize)]
-pub struct FaultReport {
-    pub callback: &'static str,
-    pub kind: FaultKind,
-    pub reason: String,
-    pub elapsed_ms: u64,
-}
-
-/// What became of the events of one subscription. In the kernel: `kernel_filtered`,
-/// `ring_dropped`, `kernel_lost` (a full map, a record too big: the reasons are in the
-/// kernel's `losses`), and `emitted` to the host; there, each emitted record is
-/// `filtered`, `delivered` or dropped with a reason, so `emitted = filtered + delivered
-/// + dropped_budget + dropped_fault`.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct ProbeStats {
-    pub probe: String,
-    /// Events of the probe the collectors saw: kernel_filtered + ring_dropped +
-    /// kernel_lost + emitted.
-    pub generated: u64,
-    pub kernel_filtered: u64,
-    pub ring_dropped: u64,
-    pub kernel_lost: u64,
-    pub emitted: u64,
-    pub filtered: u64,
-    pub delivered: u64,
-    pub dropped_budget: u64,
-    pub dropped_fault: u64,
 }
 
 /// How far a plugin is through its budget for the current second.
@@ -421,7 +327,7 @@ impl Runner {
     /// the system by [`PluginSet::resolve`].
     pub fn start(
         d: Described,
-        params: &[crate::sandbox::types::Param],
+        params: &[crate::wit::types::Param],
         limits: Limits,
         live: bool,
     ) -> Result<Runner, PluginError> {
@@ -610,7 +516,7 @@ impl Runner {
         } else {
             format!("output budget ({} KiB per second)", self.limits.output_bytes_per_sec >> 10)
         };
-        if self.budget.strikes >= crate::sandbox::BUDGET_STRIKES {
+        if self.budget.strikes >= crate::limits::BUDGET_STRIKES {
             let why = format!("over its {what} for {} seconds in a row", self.budget.strikes);
             self.disable_for(&why, out);
             return;
@@ -619,7 +525,7 @@ impl Runner {
             "plugin `{}` is over its {what}: its events are dropped until the next second ({} of {} strikes)",
             self.info.name,
             self.budget.strikes,
-            crate::sandbox::BUDGET_STRIKES
+            crate::limits::BUDGET_STRIKES
         ));
     }
 
@@ -1429,7 +1335,7 @@ fn resolve_sub(
                     })?;
                 Ok(FieldLoc { off: i * 8, size: 8, signed: false })
             };
-            sub.preds = compile_preds(preds, locate)?;
+            sub.preds = table::compile_preds(preds, locate)?;
             // args[6] and ret both sit at offset 64 of their records.
             sub.pred_base = wasmtap_abi::sys_enter::ARGS;
             sub.schema = Some(schema(Vec::new(), names));
@@ -1442,7 +1348,7 @@ fn resolve_sub(
         }
         ProbeSpec::Tracepoint { category, name } => {
             let format = source.tracepoint(category, name)?;
-            sub.preds = compile_preds(preds, |f| table::tracepoint_field(&format, f))?;
+            sub.preds = table::compile_preds(preds, |f| table::tracepoint_field(&format, f))?;
             sub.pred_base = wasmtap_abi::tracepoint::DATA;
             sub.matcher = Matcher::Tracepoint(format.id);
             let fields = format.fields.iter().map(wire_field).collect();
@@ -1482,7 +1388,7 @@ fn resolve_sub(
                 })?;
                 Ok(FieldLoc { off: (wasmtap_abi::user::ARGS + 8 * i) as u16, size: 8, signed: true })
             };
-            sub.preds = compile_preds(preds, locate)?;
+            sub.preds = table::compile_preds(preds, locate)?;
             sub.pred_base = 0;
             let mut slots = BTreeSet::new();
             for site in sites {
@@ -1523,7 +1429,7 @@ fn resolve_sub(
                     _ => Err(format!("no field `{field}` (it has: addr, ip, cpu)")),
                 }
             };
-            sub.preds = compile_preds(preds, locate)?;
+            sub.preds = table::compile_preds(preds, locate)?;
             sub.pred_base = 0;
             sub.matcher = Matcher::Sample(event);
             match perf_index.get(&event) {
@@ -1560,32 +1466,6 @@ fn resolve_sub(
 
 fn kernel_preds(preds: &[Pred]) -> Vec<Pred> {
     preds.iter().take(table::KERNEL_PREDS_MAX).copied().collect()
-}
-
-pub(crate) fn compile_preds(
-    preds: &[types::Predicate],
-    locate: impl Fn(&str) -> Result<FieldLoc, String>,
-) -> Result<Vec<Pred>, String> {
-    if preds.len() > 64 {
-        return Err("more than 64 comparisons".into());
-    }
-    preds
-        .iter()
-        .map(|p| {
-            let loc = locate(&p.field)?;
-            let op = match p.op {
-                types::CmpOp::Eq => Op::Eq,
-                types::CmpOp::Ne => Op::Ne,
-                types::CmpOp::Lt => Op::Lt,
-                types::CmpOp::Le => Op::Le,
-                types::CmpOp::Gt => Op::Gt,
-                types::CmpOp::Ge => Op::Ge,
-                types::CmpOp::MaskAny => Op::MaskAny,
-                types::CmpOp::MaskNone => Op::MaskNone,
-            };
-            Ok(Pred { off: loc.off, size: loc.size, signed: loc.signed, op, value: p.value as u64 })
-        })
-        .collect()
 }
 
 fn wire_field(f: &tracefs::Field) -> types::Field {

@@ -1,7 +1,7 @@
 //! Plugin parameters: `--param [PLUGIN.]NAME=VALUE`, validated against what each plugin
 //! declares, normalized, and completed with defaults.
 
-use crate::sandbox::types::{Param, ParamKind, ParamSpec};
+use crate::wit::types::{Param, ParamKind, ParamSpec};
 
 /// A `--param` as the user wrote it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,8 +12,9 @@ use std::time::Duration;
 use wasmtap_abi::{Kind, Records};
 
 use crate::collect::recording::SymbolEntry as Recorded;
-use crate::sandbox::{types, Answer, Symbols, SymbolsError};
+use crate::sandbox::{Answer, Symbols, SymbolsError};
 use crate::symbolize::{Frame, Symbolizer};
+use crate::wit::types;
 
 /// Distinct addresses kept for a recording's symbol table, at most.
 const RECORDED_ADDRS_MAX: usize = 1 << 20;

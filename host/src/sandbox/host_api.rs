@@ -3,8 +3,9 @@
 //! against a cap; a plugin past a cap is trapped, which disables only that plugin.
 
 use super::symbolize::{self as sym, SharedScope};
-use super::wasmtap::plugin::{host, types};
 use super::{SharedSymbols, StoreState};
+use crate::clock::Clock;
+use crate::wit::wasmtap::plugin::{host, types};
 
 /// Bytes of output (rows, text, logs) a plugin may produce in one call.
 const OUTPUT_BYTES_PER_CALL: usize = 16 << 20;
@@ -22,34 +23,6 @@ pub const LOG_MIN_BYTES: usize = 1024;
 /// Log lines shown per call; the rest are charged and dropped, so one call cannot bury
 /// the user's terminal in diagnostics.
 pub const LOG_LINES_PER_CALL: usize = 64;
-
-/// The time a plugin sees.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    /// Fixed CLOCK_MONOTONIC value (replay), or `None` for the real clock.
-    pub fixed_mono_ns: Option<u64>,
-    /// Wall-clock nanoseconds minus monotonic nanoseconds.
-    pub wall_offset_ns: i128,
-}
-
-impl Clock {
-    /// The machine's clocks.
-    pub fn live() -> Clock {
-        let mono = crate::sys::monotonic_ns();
-        let wall = crate::sys::wall_ns();
-        Clock { fixed_mono_ns: None, wall_offset_ns: wall as i128 - mono as i128 }
-    }
-
-    /// Monotonic nanoseconds now.
-    pub fn mono_ns(&self) -> u64 {
-        self.fixed_mono_ns.unwrap_or_else(crate::sys::monotonic_ns)
-    }
-
-    /// Wall-clock nanoseconds for a monotonic timestamp.
-    pub fn wall_of(&self, mono_ns: u64) -> u64 {
-        (mono_ns as i128 + self.wall_offset_ns).max(0) as u64
-    }
-}
 
 /// One log line from a plugin.
 #[derive(Clone, Debug)]

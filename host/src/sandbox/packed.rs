@@ -6,7 +6,7 @@
 //! tag 0 an s64, for tag 1 a u32 byte length and that much UTF-8 text. Stacks are not
 //! packed (the SDK sends rows holding one with `host.emit`).
 
-use crate::output::Cell;
+use crate::wit::Cell;
 
 const TAG_INT: u8 = 0;
 const TAG_TEXT: u8 = 1;
