@@ -3,9 +3,9 @@
 
     sudo bench/soak.py [--seconds 600]
 
-Runs `wasmtap run syscount --param mode=compare` (the good plugin: counts every syscall
-both in the kernel and from the streamed events, so a lost event shows as a difference)
-beside spin, membomb, trap, trapper, flood, bigstr, sleeper and slowpoke, all with
+Runs the test fixture countcheck (the good plugin: counts every syscall both in the
+kernel and from the streamed events, so a lost event shows as a difference) beside
+spin, membomb, trap, trapper, flood, bigstr, sleeper and slowpoke, all with
 `--on-fault restart` and a crash-loop limit high enough that the faulting ones keep
 coming back (backoff capped at 5 s) for the whole run, while `getppid_paced` calls
 getppid 400,000 times a second (rounds of 5000 calls, 10 ms apart). Samples the host's resident memory every second and prints:
@@ -44,7 +44,7 @@ def main():
     # second, sustained; the exact total is known.
     rounds = args.seconds * 80
     calls = rounds * 5000
-    cmd = [WASMTAP, "run", "syscount", "--param", "syscount.mode=compare", "--param", "syscount.top=3"]
+    cmd = [WASMTAP, "run", os.path.join(WASM, "countcheck.wasm"), "--param", "countcheck.top=3"]
     cmd += [os.path.join(WASM, f"{h}.wasm") for h in HOSTILE]
     cmd += ["-c", f"taskset -c 1 {storm} {rounds} 5000 10", "-o", "json", "--stats"]
     cmd += ["--on-fault", "restart", "--crash-loop", "1000", "--output-budget", "flood=256"]
@@ -69,7 +69,7 @@ def main():
         if l["type"] == "map":
             maps.update(l["data"])
     kernel_count = maps.get("@syscall", {}).get("getppid")
-    streamed_count = maps.get("@syscall_streamed", maps.get("@streamed", {})).get("getppid")
+    streamed_count = maps.get("@syscall_streamed", {}).get("getppid")
     first = [k for t, k in samples if t <= 60]
     last = [k for t, k in samples if t >= samples[-1][0] - 60]
     after = [(t, k) for t, k in samples if t > 60]

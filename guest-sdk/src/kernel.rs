@@ -22,7 +22,8 @@
 //! does not depend on where it ran.
 
 use crate::{
-    AggSource, Correlation, Filter, KernelAggregation, KernelFunction, LinearBuckets, MoreStart, Plan, StartEvent,
+    AggEntry, AggSource, Correlation, Filter, KernelAggregation, KernelFunction, LinearBuckets, MoreStart, Plan,
+    StartEvent,
 };
 
 impl KernelAggregation {
@@ -122,6 +123,39 @@ impl Plan {
         self.aggregations.push(aggregation);
         self
     }
+
+    /// Declare a kernel aggregation and get back its id, to read it with
+    /// [`AggId::read`]: no counting of declarations by hand when some are optional.
+    pub fn aggregate(&mut self, aggregation: KernelAggregation) -> AggId {
+        self.aggregations.push(aggregation);
+        AggId(self.aggregations.len() as u32 - 1)
+    }
+}
+
+/// A kernel aggregation declared in a plan ([`Plan::aggregate`]), to read its
+/// snapshots back.
+///
+/// ```
+/// use wasmtap_sdk::{AggSource, KernelAggregation, Plan};
+/// let mut plan = Plan::new(vec![]);
+/// let by_comm = plan.aggregate(KernelAggregation::count("by_comm", "proc:exec").by(AggSource::Comm));
+/// assert_eq!((by_comm.id(), plan.aggregations.len()), (0, 1));
+/// let _entries = by_comm.read(true); // at a tick: this interval's counts, then zero
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AggId(u32);
+
+impl AggId {
+    /// The aggregation's id: its index in the plan's `aggregations`.
+    pub fn id(self) -> u32 {
+        self.0
+    }
+
+    /// A snapshot of the aggregation, as [`read_aggregation`](crate::read_aggregation)
+    /// gives it; with `reset`, the next one starts from zero. A host call.
+    pub fn read(self, reset: bool) -> Vec<AggEntry> {
+        crate::read_aggregation(self.0, reset)
+    }
 }
 
 #[cfg(test)]
@@ -146,5 +180,23 @@ mod tests {
         assert_eq!(l.value, AggSource::Latency);
         let start = l.start.unwrap();
         assert_eq!((start.probe.as_str(), start.filter.uids.as_slice()), ("tracepoint:sched:sched_wakeup", &[0][..]));
+    }
+
+    #[test]
+    fn declared_aggregations_read_back_by_their_ids() {
+        let mut plan = Plan::new(vec![]).with_aggregation(KernelAggregation::count("first", "proc:exec"));
+        let second = plan.aggregate(KernelAggregation::count("second", "proc:exit"));
+        let third = plan.aggregate(KernelAggregation::count("third", "proc:fork"));
+        assert_eq!((second.id(), third.id()), (1, 2));
+        assert_eq!(plan.aggregations[third.id() as usize].name, "third");
+        let reads = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let seen = reads.clone();
+        crate::testing::set_aggregations(move |id, reset| {
+            seen.borrow_mut().push((id, reset));
+            Vec::new()
+        });
+        assert!(second.read(true).is_empty());
+        third.read(false);
+        assert_eq!(*reads.borrow(), [(1, true), (2, false)]);
     }
 }

@@ -171,7 +171,31 @@
 //! Aggregations the kernel computes (declared in the [`Plan`], see
 //! [`KernelAggregation`]) arrive as snapshots from [`read_aggregation`]; fold one into
 //! an [`Agg`] with [`Agg::merge_entries`] to translate its keys (a syscall number into
-//! its name), or report it as it is with [`from_entries`].
+//! its name), or report it as it is with [`from_entries`]. [`Plan::aggregate`]
+//! declares one and hands back its [`AggId`], which reads it.
+//!
+//! # What every plugin needs
+//!
+//! - [`Params::choice`] and [`Params::choices`]: a text parameter that names one
+//!   option (`mode=kernel`) or several (`stacks=kernel,user`), checked, with the
+//!   error message users see for a typo.
+//! - [`Interval`]: a `duration` parameter as a report timer (`interval=1s`), and
+//!   whether a tick is its own.
+//! - [`BoundedMap`] and [`BoundedSet`]: state per pid or tid that cannot grow without
+//!   limit, and counts what it had to refuse.
+//!
+//! ```
+//! use wasmtap_sdk::{AggSource, BoundedMap, Interval, KernelAggregation, Params, Plan};
+//! let params = Params::from_pairs(&[("mode", "kernel"), ("interval", "1000000000")]);
+//! let in_kernel = params.choice("mode", &[("kernel", true), ("stream", false)])?;
+//! let mut subs = Vec::new();
+//! let interval = Interval::optional(&params, "interval", &mut subs)?;
+//! let mut plan = Plan::new(subs);
+//! let by_comm = in_kernel.then(|| plan.aggregate(KernelAggregation::count("c", "proc:exec").by(AggSource::Comm)));
+//! let entered: BoundedMap<u32, u64> = BoundedMap::new(); // tid → entry time, 65,536 threads at most
+//! assert!(interval.fired(0) && by_comm.is_some() && entered.is_empty());
+//! # Ok::<(), String>(())
+//! ```
 //!
 //! # Stacks
 //!
@@ -197,8 +221,8 @@
 //! [`log`], the clocks ([`monotonic_ns`], [`wall_ns`]), its subscriptions' layouts
 //! ([`schema`]), symbols ([`symbolize`]) and its kernel aggregations
 //! ([`read_aggregation`]). There are no files, no network, no environment. Keep maps
-//! on [`FxHashMap`], [`Counts`] or [`Agg`]: `std`'s default hasher would pull in
-//! `wasi:random`.
+//! on [`FxHashMap`], [`BoundedMap`], [`Counts`] or [`Agg`]: `std`'s default hasher
+//! would pull in `wasi:random`.
 //!
 //! # Testing a plugin
 //!
@@ -209,9 +233,11 @@
 //! of every kind as the collectors write them; `Event::new(Record::new(&bytes))` views one.
 
 mod agg;
+mod bounded;
 mod counts;
 mod event;
 mod imports;
+mod interval;
 mod kernel;
 mod output;
 mod params;
@@ -254,11 +280,14 @@ pub use bindings::wasmtap::plugin::types::{
 pub use bindings::wasmtap::plugin::types::{
     AggSource, Correlation, KernelAggregation, KernelFunction, LinearBuckets, MoreStart, StartEvent,
 };
+pub use bounded::{BoundedMap, BoundedSet, BOUNDED_MAX};
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHashSet, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};
 pub use imports::read_aggregation;
 #[cfg(not(target_arch = "wasm32"))]
 pub use imports::testing;
+pub use interval::Interval;
+pub use kernel::AggId;
 pub use output::Output;
 pub use params::Params;
 pub use stack::{render_folded, render_stack, symbolize, Stack, StackStyle, SYMBOLIZE_MAX_ADDRS};

@@ -68,6 +68,76 @@ impl Params {
             ns => Ok(Some(crate::Subscription::new(&format!("interval:ms:{}", ns / 1_000_000)))),
         }
     }
+
+    /// A `text` parameter listing syscalls by name, comma-separated (`openat,read`), as
+    /// the numbers a [`Filter`](crate::Filter)'s `syscalls` takes; empty is none (no
+    /// filter). An unknown name is the error `"{name}: no x86_64 syscall named 'opne'"`.
+    pub fn syscalls(&self, name: &str) -> Result<Vec<u32>, String> {
+        crate::Syscall::parse_list(self.text(name)).map_err(|e| format!("{name}: {e}"))
+    }
+
+    /// A `text` parameter that names one of a few options, as the value `options`
+    /// pairs it with; anything else is the error ``"{name}: `{value}` is not a, b or c"``.
+    ///
+    /// ```
+    /// # use wasmtap_sdk::Params;
+    /// #[derive(Clone, Copy, Debug, PartialEq)]
+    /// enum Mode { Kernel, Stream }
+    /// let modes = [("kernel", Mode::Kernel), ("stream", Mode::Stream)];
+    /// let p = Params::from_pairs(&[("mode", "stream"), ("bad", "fast")]);
+    /// assert_eq!(p.choice("mode", &modes), Ok(Mode::Stream));
+    /// assert_eq!(p.choice("bad", &modes).unwrap_err(), "bad: `fast` is not kernel or stream");
+    /// ```
+    pub fn choice<T: Copy>(&self, name: &str, options: &[(&str, T)]) -> Result<T, String> {
+        let value = self.text(name);
+        match options.iter().find(|(option, _)| *option == value) {
+            Some((_, chosen)) => Ok(*chosen),
+            None => Err(format!("{name}: `{value}` is not {}", one_of(options.iter().map(|(o, _)| *o)))),
+        }
+    }
+
+    /// A `text` parameter that names one or more of `options`, comma-separated
+    /// (`kernel,user`): which were named, in the order of `options`. A part that is
+    /// not an option is the error ``"{name}: `{part}` is not a or b"``; naming none is
+    /// `"{name}: name a, b or both"`.
+    ///
+    /// ```
+    /// # use wasmtap_sdk::Params;
+    /// let p = Params::from_pairs(&[("stacks", "user, kernel"), ("by", "")]);
+    /// assert_eq!(p.choices("stacks", ["kernel", "user"]), Ok([true, true]));
+    /// assert_eq!(p.choices("by", ["syscall", "process"]).unwrap_err(), "by: name syscall, process or both");
+    /// ```
+    pub fn choices<const N: usize>(&self, name: &str, options: [&str; N]) -> Result<[bool; N], String> {
+        let mut named = [false; N];
+        for part in self.text(name).split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match options.iter().position(|o| *o == part) {
+                Some(i) => named[i] = true,
+                None => return Err(format!("{name}: `{part}` is not {}", one_of(options.iter().copied()))),
+            }
+        }
+        if named.contains(&true) {
+            return Ok(named);
+        }
+        Err(match &options[..] {
+            [a, b] => format!("{name}: name {a}, {b} or both"),
+            _ => format!("{name}: name at least one of {}", one_of(options.iter().copied())),
+        })
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn one_of<'a>(options: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let last = options.len().saturating_sub(1);
+    let mut list = String::new();
+    for (i, option) in options.enumerate() {
+        list.push_str(match i {
+            0 => "",
+            i if i == last => " or ",
+            _ => ", ",
+        });
+        list.push_str(option);
+    }
+    list
 }
 
 #[cfg(test)]
@@ -100,5 +170,35 @@ mod tests {
         assert_eq!(p.timer("off"), Ok(None));
         assert_eq!(p.timer("short").unwrap_err(), "short: must be 0 (off) or at least 1ms");
         assert_eq!(p.timer("second").unwrap().unwrap().probe, "interval:ms:1000");
+    }
+
+    #[test]
+    fn a_choice_is_one_of_its_options() {
+        let modes = [("kernel", 0), ("stream", 1), ("compare", 2)];
+        let p = Params::from_pairs(&[("mode", "compare"), ("fast", "fast"), ("empty", "")]);
+        assert_eq!(p.choice("mode", &modes), Ok(2));
+        assert_eq!(p.choice("fast", &modes).unwrap_err(), "fast: `fast` is not kernel, stream or compare");
+        assert_eq!(p.choice("empty", &modes[..2]).unwrap_err(), "empty: `` is not kernel or stream");
+        assert_eq!(p.choice("mode", &[("compare", 'c')]), Ok('c'));
+        assert_eq!(p.choice("fast", &[("one", 1)]).unwrap_err(), "fast: `fast` is not one");
+    }
+
+    #[test]
+    fn choices_name_one_or_more_options() {
+        let p = Params::from_pairs(&[("by", "process"), ("both", " process , syscall,,"), ("typo", "syscall,proces")]);
+        assert_eq!(p.choices("by", ["syscall", "process"]), Ok([false, true]));
+        assert_eq!(p.choices("both", ["syscall", "process"]), Ok([true, true]));
+        assert_eq!(p.choices("typo", ["syscall", "process"]).unwrap_err(), "typo: `proces` is not syscall or process");
+        assert_eq!(p.choices("absent", ["kernel", "user"]).unwrap_err(), "absent: name kernel, user or both");
+        assert_eq!(p.choices("absent", ["a", "b", "c"]).unwrap_err(), "absent: name at least one of a, b or c");
+        assert_eq!(p.choices("by", ["process"]), Ok([true]));
+    }
+
+    #[test]
+    fn syscall_lists_become_numbers() {
+        let p = Params::from_pairs(&[("syscall", "read, write,,openat"), ("none", ""), ("typo", "read,opne")]);
+        assert_eq!(p.syscalls("syscall"), Ok(vec![0, 1, 257]));
+        assert_eq!(p.syscalls("none"), Ok(vec![]));
+        assert_eq!(p.syscalls("typo").unwrap_err(), "typo: no x86_64 syscall named 'opne'");
     }
 }

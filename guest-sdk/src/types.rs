@@ -51,6 +51,22 @@ impl Default for Filter {
     }
 }
 
+impl Filter {
+    /// The same filter, also requiring `field OP value` of a numeric field, as
+    /// [`Subscription::when`] does: for the filters of kernel aggregations and their
+    /// start events.
+    ///
+    /// ```
+    /// use wasmtap_sdk::{CmpOp, Filter};
+    /// let failed = Filter { syscalls: vec![2, 257], ..Filter::default() }.when("ret", CmpOp::Lt, 0);
+    /// assert_eq!((failed.syscalls.len(), failed.predicates[0].field.as_str()), (2, "ret"));
+    /// ```
+    pub fn when(mut self, field: &str, op: CmpOp, value: i64) -> Self {
+        self.predicates.push(Predicate { field: field.to_string(), op, value });
+        self
+    }
+}
+
 impl Subscription {
     /// Subscribe to `probe` (as `wasmtap list` prints it) with no kernel filter and no
     /// stacks. Timers are probes too: `interval:ms:500`, `interval:s:1`, `begin`, `end`
@@ -222,6 +238,16 @@ mod tests {
             optional: true,
         };
         assert_eq!(sub, want);
+    }
+
+    #[test]
+    fn filter_predicates_add_up() {
+        let f = Filter { pids: vec![1], ..Filter::default() }.when("ret", CmpOp::Lt, 0).when("fd", CmpOp::Eq, 3);
+        let want = [
+            Predicate { field: "ret".into(), op: CmpOp::Lt, value: 0 },
+            Predicate { field: "fd".into(), op: CmpOp::Eq, value: 3 },
+        ];
+        assert_eq!((f.pids, f.predicates), (vec![1], want.to_vec()));
     }
 
     #[test]

@@ -7,15 +7,12 @@
 //! every interval or at the end. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, Column, ColumnKind, Event, FxHashMap, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
-    PluginInfo, Subscription, TableSpec, Value,
+    export_plugin, BoundedMap, Column, ColumnKind, Event, FxHashMap, Interval, Output, ParamKind, ParamSpec, Params,
+    Plan, Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
 use wasmtap_syscalls::nr;
 
 const FORKS: [&str; 4] = ["clone", "clone3", "fork", "vfork"];
-/// Threads and processes tracked at once; past it the oldest state is dropped and
-/// counted (a process whose fork or exec was not seen is not timed).
-const TRACKED_MAX: usize = 65536;
 /// A longer argument list is cut, with "...".
 const ARGS_MAX: usize = 200;
 
@@ -55,11 +52,13 @@ impl Stat {
 
 struct Forktime {
     /// Parents inside a fork syscall: tid → entry time.
-    in_fork: FxHashMap<u32, u64>,
-    lives: FxHashMap<u32, Life>,
+    in_fork: BoundedMap<u32, u64>,
+    /// Processes on their way from fork to exit. When it is full, a new process makes
+    /// it forget all it holds, counted (a process whose fork or exec was not seen is not
+    /// timed).
+    lives: BoundedMap<u32, Life>,
     stats: FxHashMap<(String, String), [Stat; 4]>,
-    interval: Option<u32>,
-    dropped: u64,
+    interval: Interval,
 }
 
 impl Plugin for Forktime {
@@ -86,13 +85,7 @@ impl Plugin for Forktime {
         for p in ["syscall:execve:entry", "syscall:execveat:entry", "proc:fork", "proc:exec", "proc:exit"] {
             subs.push(Subscription::new(p));
         }
-        let interval = match params.timer("interval")? {
-            Some(timer) => {
-                subs.push(timer);
-                Some(subs.len() as u32 - 1)
-            }
-            None => None,
-        };
+        let interval = Interval::optional(params, "interval", &mut subs)?;
         let mut columns = vec![
             Column::new("EXECNAME", ColumnKind::Text, 16),
             Column::new("ARGS", ColumnKind::Text, 24),
@@ -102,13 +95,8 @@ impl Plugin for Forktime {
             columns.push(Column::new(&format!("{phase}_AVG_US"), ColumnKind::Integer, 12));
             columns.push(Column::new(&format!("{phase}_MAX_US"), ColumnKind::Integer, 12));
         }
-        let me = Forktime {
-            in_fork: FxHashMap::default(),
-            lives: FxHashMap::default(),
-            stats: FxHashMap::default(),
-            interval,
-            dropped: 0,
-        };
+        let me =
+            Forktime { in_fork: BoundedMap::new(), lives: BoundedMap::new(), stats: FxHashMap::default(), interval };
         Ok((me, Plan::new(subs).with_table(TableSpec::new("phases", columns))))
     }
 
@@ -116,12 +104,10 @@ impl Plugin for Forktime {
         let ts = ev.ts_ns();
         match ev {
             Event::SysEnter(s) if matches!(s.id(), nr::EXECVE | nr::EXECVEAT) => {
-                self.life(ev.pid()).exec_start = Some(ts);
+                self.lives.get_or_default_clearing(ev.pid()).exec_start = Some(ts);
             }
             Event::SysEnter(_) => {
-                if self.in_fork.len() < TRACKED_MAX {
-                    self.in_fork.insert(ev.tid(), ts);
-                }
+                self.in_fork.insert(ev.tid(), ts);
             }
             Event::SysExit(s) => {
                 let Some(t0) = self.in_fork.remove(&ev.tid()) else { return };
@@ -130,14 +116,14 @@ impl Plugin for Forktime {
                     if child > 0 {
                         if let Some(life) = self.lives.get_mut(&child) {
                             life.fork_ns = Some(ts.saturating_sub(t0));
-                        } else if self.lives.len() < TRACKED_MAX {
+                        } else if !self.lives.is_full() {
                             self.lives.insert(child, Life { fork_ns: Some(ts.saturating_sub(t0)), ..Life::default() });
                         }
                     }
                 }
             }
             Event::Fork(f) if !f.is_thread() => {
-                self.life(f.child_pid()).created = Some(ts);
+                self.lives.get_or_default_clearing(f.child_pid()).created = Some(ts);
             }
             Event::Exec(e) if e.ret() == 0 => {
                 let pid = ev.pid();
@@ -148,7 +134,7 @@ impl Plugin for Forktime {
                     args.push_str("...");
                 }
                 let key = (ev.comm().into_owned(), args);
-                let life = self.life(pid);
+                let life = self.lives.get_or_default_clearing(pid);
                 life.setup_ns = match (life.created, life.exec_start) {
                     (Some(c), Some(s)) if s >= c => Some(s - c),
                     _ => None,
@@ -173,7 +159,7 @@ impl Plugin for Forktime {
     }
 
     fn on_tick(&mut self, sub: u32, _now_ns: u64, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
-        if Some(sub) == self.interval {
+        if self.interval.fired(sub) {
             self.report(out);
         }
         Vec::new()
@@ -181,23 +167,15 @@ impl Plugin for Forktime {
 
     fn finish(&mut self, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
         self.report(out);
-        if self.dropped > 0 {
-            out.print(&format!("{} processes not timed: more than {TRACKED_MAX} at once\n", self.dropped));
+        if self.lives.dropped() > 0 {
+            let (dropped, max) = (self.lives.dropped(), self.lives.max());
+            out.print(&format!("{dropped} processes not timed: more than {max} at once\n"));
         }
         Vec::new()
     }
 }
 
 impl Forktime {
-    /// The state of `pid`, made if new (dropping all state if too much is tracked).
-    fn life(&mut self, pid: u32) -> &mut Life {
-        if self.lives.len() >= TRACKED_MAX && !self.lives.contains_key(&pid) {
-            self.dropped += self.lives.len() as u64;
-            self.lives.clear();
-        }
-        self.lives.entry(pid).or_default()
-    }
-
     /// One row per (execname, args), most frequent first, then cleared.
     fn report(&mut self, out: &mut Output) {
         let mut rows: Vec<_> = self.stats.drain().collect();
@@ -205,7 +183,7 @@ impl Forktime {
         for ((comm, args), stats) in rows {
             let mut row = vec![Value::Text(comm), Value::Text(args), Value::from(stats[RUN].n)];
             for s in stats {
-                let avg = if s.n == 0 { Value::Int(-1) } else { Value::from(s.sum / s.n / 1000) };
+                let avg = s.sum.checked_div(s.n).map_or(Value::Int(-1), |avg| Value::from(avg / 1000));
                 let max = if s.n == 0 { Value::Int(-1) } else { Value::from(s.max / 1000) };
                 row.push(avg);
                 row.push(max);

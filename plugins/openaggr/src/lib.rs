@@ -4,13 +4,10 @@
 //! failures, reset every interval. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, wall_ns, Column, ColumnKind, Comm, Event, FxHashMap, Output, ParamKind, ParamSpec, Params, Plan,
-    Plugin, PluginInfo, Subscription, TableSpec, Value,
+    export_plugin, wall_ns, BoundedMap, Column, ColumnKind, Comm, Event, Interval, Output, ParamKind, ParamSpec,
+    Params, Plan, Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
 use wasmtap_syscalls::creates;
-
-/// Processes kept per interval; opens by further processes are counted in `other`.
-const PROCESSES_MAX: usize = 65536;
 
 /// Counts of one process in one interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,9 +20,10 @@ struct Tally {
 
 struct Openaggr {
     top: usize,
-    counts: FxHashMap<(u32, Comm), Tally>,
-    /// Opens of processes past PROCESSES_MAX, this interval.
-    other: u64,
+    /// The interval's counts by process; the opens of processes it has no room for are
+    /// counted as dropped.
+    counts: BoundedMap<(u32, Comm), Tally>,
+    interval: Interval,
 }
 
 impl Plugin for Openaggr {
@@ -42,9 +40,8 @@ impl Plugin for Openaggr {
     }
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
-        let Ok(Some(timer)) = params.timer("interval") else {
-            return Err("interval: must be at least 1ms".into());
-        };
+        let mut subs = vec![Subscription::new("file:open")];
+        let interval = Interval::required(params, "interval", &mut subs)?;
         let top = usize::try_from(params.int("top")).map_err(|_| "top: must be 0 (all) or more".to_string())?;
         let columns = vec![
             Column::new("TIME", ColumnKind::Timestamp, 12),
@@ -55,19 +52,13 @@ impl Plugin for Openaggr {
             Column::new("SUCCESS", ColumnKind::Integer, 8),
             Column::new("FAIL", ColumnKind::Integer, 6),
         ];
-        let subs = vec![Subscription::new("file:open"), timer];
         let plan = Plan::new(subs).with_table(TableSpec::new("opens", columns));
-        Ok((Openaggr { top, counts: FxHashMap::default(), other: 0 }, plan))
+        Ok((Openaggr { top, counts: BoundedMap::new(), interval }, plan))
     }
 
     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
         let Event::Open(open) = ev else { return };
-        let key = (ev.pid(), ev.comm_key());
-        if self.counts.len() >= PROCESSES_MAX && !self.counts.contains_key(&key) {
-            self.other += 1;
-            return;
-        }
-        let t = self.counts.entry(key).or_default();
+        let Some(t) = self.counts.get_or_default((ev.pid(), ev.comm_key())) else { return };
         if creates(open.flags()) {
             t.create += 1;
         } else {
@@ -81,7 +72,7 @@ impl Plugin for Openaggr {
     }
 
     fn on_tick(&mut self, sub: u32, now_ns: u64, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
-        if sub == 1 {
+        if self.interval.fired(sub) {
             self.report(now_ns, wall_ns(), out);
         }
         Vec::new()
@@ -98,7 +89,7 @@ impl Openaggr {
     fn report(&mut self, now_ns: u64, wall_ns: u64, out: &mut Output) {
         out.print(&format!("{}\n", utc(wall_ns)));
         let mut rows: Vec<_> = self.counts.drain().collect();
-        rows.sort_by_key(|((pid, comm), _)| (*pid, comm.clone()));
+        rows.sort_by_key(|((pid, comm), _)| (*pid, *comm));
         if self.top > 0 && rows.len() > self.top {
             rows.sort_by_key(|(k, t)| (std::cmp::Reverse(t.create + t.open), k.0));
             rows.truncate(self.top);
@@ -116,8 +107,9 @@ impl Openaggr {
             ];
             out.row(0, row);
         }
-        if self.other > 0 {
-            out.print(&format!("({} opens of further processes not shown)\n", std::mem::take(&mut self.other)));
+        let other = self.counts.take_dropped();
+        if other > 0 {
+            out.print(&format!("({other} opens of further processes not shown)\n"));
         }
     }
 }
@@ -166,8 +158,8 @@ mod tests {
         ] {
             me.on_event(&Event::new(Record::new(&r)).unwrap(), &mut out);
         }
-        assert_eq!(me.counts[&(5, Comm::new(b"cat"))], Tally { create: 1, open: 2, success: 2, fail: 1 });
-        assert_eq!(me.counts[&(4, Comm::new(b"cat"))], Tally { create: 1, open: 0, success: 1, fail: 0 });
+        assert_eq!(me.counts.get(&(5, Comm::new(b"cat"))), Some(&Tally { create: 1, open: 2, success: 2, fail: 1 }));
+        assert_eq!(me.counts.get(&(4, Comm::new(b"cat"))), Some(&Tally { create: 1, open: 0, success: 1, fail: 0 }));
         me.report(99, 0, &mut out);
         assert!(out.text().starts_with("1970-01-01 00:00:00 UTC\n"));
         let rows: Vec<_> = out.rows().map(|r| r.values.clone()).collect();

@@ -9,16 +9,14 @@
 use std::collections::BTreeMap;
 
 use wasmtap_sdk::{
-    export_plugin, Column, ColumnKind, Event, FxHashMap, FxHashSet, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
-    PluginInfo, Subscription, TableSpec, Value,
+    export_plugin, BoundedMap, BoundedSet, Column, ColumnKind, Event, Output, ParamKind, ParamSpec, Params, Plan,
+    Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
 use wasmtap_syscalls::{errno_name, wait_status};
 
 /// How long an event is held before it is printed, so that the later-drained events of
 /// another collector can be put before it.
 const HORIZON_NS: u64 = 100_000_000;
-/// Exit statuses of processes not yet reaped, and followed processes, kept at most.
-const PIDS_MAX: usize = 65536;
 
 /// One line, before printing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,9 +36,9 @@ struct Proclife {
     threads: bool,
     /// Processes followed (when `name` is set): those that exec'd a matching command and
     /// their descendants.
-    followed: FxHashSet<u32>,
+    followed: BoundedSet<u32>,
     /// Exit statuses by pid, for the wait that reaps them.
-    statuses: FxHashMap<u32, i32>,
+    statuses: BoundedMap<u32, i32>,
     /// Lines held until the horizon, by (time, arrival).
     held: BTreeMap<(u64, u64), Line>,
     arrivals: u64,
@@ -81,8 +79,8 @@ impl Plugin for Proclife {
         let me = Proclife {
             name: params.text("name").into(),
             threads: params.bool("threads"),
-            followed: FxHashSet::default(),
-            statuses: FxHashMap::default(),
+            followed: BoundedSet::new(),
+            statuses: BoundedMap::new(),
             held: BTreeMap::new(),
             arrivals: 0,
             latest_ns: 0,
@@ -94,13 +92,10 @@ impl Plugin for Proclife {
         let pid = ev.pid();
         let line = match ev {
             Event::Fork(f) => {
-                if f.is_thread() && !self.threads {
+                if (f.is_thread() && !self.threads) || !self.is_followed(pid) {
                     return;
                 }
-                if !self.is_followed(pid) {
-                    return;
-                }
-                if !f.is_thread() && !self.name.is_empty() && self.followed.len() < PIDS_MAX {
+                if !f.is_thread() && !self.name.is_empty() {
                     self.followed.insert(f.child_pid());
                 }
                 let detail = if f.is_thread() {
@@ -112,7 +107,7 @@ impl Plugin for Proclife {
             }
             Event::Exec(e) => {
                 let matches = ev.comm_contains(&self.name);
-                if matches && !self.name.is_empty() && e.ret() == 0 && self.followed.len() < PIDS_MAX {
+                if matches && !self.name.is_empty() && e.ret() == 0 {
                     self.followed.insert(pid);
                 }
                 if !self.is_followed(pid) {
@@ -123,13 +118,10 @@ impl Plugin for Proclife {
                 self.line(ev, e.ppid(), "exec", format!("{} = {ret}", e.args_joined()))
             }
             Event::Exit(x) => {
-                if !x.group_dead() && !self.threads {
+                if (!x.group_dead() && !self.threads) || !self.is_followed(pid) {
                     return;
                 }
-                if !self.is_followed(pid) {
-                    return;
-                }
-                if x.group_dead() && self.statuses.len() < PIDS_MAX {
+                if x.group_dead() {
                     self.statuses.insert(pid, x.exit_code());
                 }
                 let event = if x.group_dead() { "exit" } else { "texit" };

@@ -43,20 +43,9 @@ impl Plugin for Profile {
             return Err(format!("hz: {hz} is not between 1 and {HZ_MAX}"));
         }
         let top = u32::try_from(params.int("top")).map_err(|_| format!("top: must be between 0 and {}", u32::MAX))?;
-        let (mut kernel, mut user) = (false, false);
-        for part in params.text("stacks").split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match part {
-                "kernel" => kernel = true,
-                "user" => user = true,
-                other => return Err(format!("stacks: `{other}` is not kernel or user")),
-            }
-        }
-        let mode = match (kernel, user) {
-            (true, true) => StackMode::KERNEL | StackMode::USER,
-            (true, false) => StackMode::KERNEL,
-            (false, true) => StackMode::USER,
-            (false, false) => return Err("stacks: name kernel, user or both".into()),
-        };
+        let [kernel, user] = params.choices("stacks", ["kernel", "user"])?;
+        let pick = |on: bool, stack: StackMode| if on { stack } else { StackMode::empty() };
+        let mode = pick(kernel, StackMode::KERNEL) | pick(user, StackMode::USER);
         let plan = Plan::new(vec![Subscription::new(&format!("profile:hz:{hz}")).stacks(mode)]);
         Ok((Profile { top, stacks: Counts::new() }, plan))
     }
@@ -87,7 +76,8 @@ mod tests {
         assert_eq!(plan.subscriptions[0].probe, "profile:hz:99");
         assert_eq!(plan.subscriptions[0].stacks, StackMode::USER);
         assert!(start("0", "user").err().unwrap().contains("hz: 0"));
-        assert!(start("99", "users").err().unwrap().contains("`users`"));
-        assert!(start("99", "").is_err());
+        assert_eq!(start("99", "kernel,user").unwrap().1.subscriptions[0].stacks, StackMode::KERNEL | StackMode::USER);
+        assert_eq!(start("99", "users").err().unwrap(), "stacks: `users` is not kernel or user");
+        assert_eq!(start("99", "").err().unwrap(), "stacks: name kernel, user or both");
     }
 }

@@ -5,8 +5,8 @@
 //! preempted while still runnable) to it running, computed in the kernel. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, from_entries, read_aggregation, AggKind, AggOrder, AggSource, Aggregation, CmpOp, Correlation,
-    Event, Filter, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Predicate,
+    export_plugin, from_entries, AggId, AggKind, AggOrder, AggSource, Aggregation, CmpOp, Correlation, Event, Filter,
+    Interval, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
 };
 
 /// A wait ends at the switch to the thread, and starts at its wakeup, a new task's
@@ -17,7 +17,9 @@ const WAKEUP: &str = "tracepoint:sched:sched_wakeup";
 const WAKEUP_NEW: &str = "tracepoint:sched:sched_wakeup_new";
 
 struct Runqlat {
-    interval: Option<u32>,
+    interval: Interval,
+    /// The kernel's histogram.
+    latency: AggId,
 }
 
 impl Plugin for Runqlat {
@@ -37,44 +39,40 @@ impl Plugin for Runqlat {
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
         let mut subs = Vec::new();
-        let interval = match params.timer("interval")? {
-            Some(timer) => {
-                subs.push(timer);
-                Some(0)
-            }
-            None => None,
-        };
+        let interval = Interval::optional(params, "interval", &mut subs)?;
         // One kernel histogram, three kinds of start: an end (the switch to a thread)
         // looks up one start, the latest, whatever its kind.
-        let running = Predicate { field: "prev_state".into(), op: CmpOp::Eq, value: 0 };
-        let preempted = Filter { predicates: vec![running], ..Filter::default() };
+        let preempted = Filter::default().when("prev_state", CmpOp::Eq, 0);
         let agg = KernelAggregation::log2_histogram("usecs", SWITCH, AggSource::Latency)
             .latency_from(WAKEUP, Correlation::Task("pid".into()), Correlation::Task("next_pid".into()))
             .also_from(WAKEUP_NEW, Correlation::Task("pid".into()), Filter::default())
             .also_from(SWITCH, Correlation::Task("prev_pid".into()), preempted);
-        let plan = Plan::new(subs).with_aggregation(agg);
-        Ok((Runqlat { interval }, plan))
+        let mut plan = Plan::new(subs);
+        let latency = plan.aggregate(agg);
+        Ok((Runqlat { interval, latency }, plan))
     }
 
     /// Nothing is streamed: the histograms are computed in the kernel.
     fn on_event(&mut self, _ev: &Event<'_>, _out: &mut Output) {}
 
     fn on_tick(&mut self, sub: u32, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
-        if Some(sub) != self.interval {
+        if !self.interval.fired(sub) {
             return Vec::new();
         }
-        vec![report(true)]
+        vec![self.report(true)]
     }
 
     fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
-        vec![report(false)]
+        vec![self.report(false)]
     }
 }
 
-/// The kernel histogram.
-fn report(reset: bool) -> Aggregation {
-    let title = "Run-queue latency in nanoseconds, runnable to running:";
-    from_entries("nsecs", title, &[], AggKind::Quantize, AggOrder::ValueAscending, 0, read_aggregation(0, reset))
+impl Runqlat {
+    /// The kernel histogram.
+    fn report(&self, reset: bool) -> Aggregation {
+        let title = "Run-queue latency in nanoseconds, runnable to running:";
+        from_entries("nsecs", title, &[], AggKind::Quantize, AggOrder::ValueAscending, 0, self.latency.read(reset))
+    }
 }
 
 export_plugin!(Runqlat);

@@ -6,18 +6,14 @@
 //! hist(nsecs - @start[tid])`. By default the histogram is computed in the kernel:
 //! no event leaves it. See README.md.
 
-use wasmtap_sdk::Filter;
 use wasmtap_sdk::{
-    export_plugin, from_entries, read_aggregation, Agg, AggEntry, AggKind, AggOrder, AggSource, Aggregation,
-    Correlation, Event, FxHashMap, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
-    Subscription, Syscall,
+    export_plugin, from_entries, Agg, AggEntry, AggId, AggKind, AggOrder, AggSource, Aggregation, BoundedMap,
+    Correlation, Event, Filter, Interval, KernelAggregation, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
+    PluginInfo, Subscription, Syscall,
 };
 
 const ENTER: &str = "tracepoint:raw_syscalls:sys_enter";
 const EXIT: &str = "tracepoint:raw_syscalls:sys_exit";
-/// Threads inside a syscall that the streamed computation remembers (the kernel's
-/// start map holds as many).
-const STARTS_MAX: usize = 65536;
 
 /// Where the histograms are computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,9 +26,12 @@ enum Mode {
 
 struct Syslatency {
     mode: Mode,
-    interval: Option<u32>,
-    /// Streamed: when each thread entered its syscall.
-    starts: FxHashMap<u32, u64>,
+    interval: Interval,
+    /// The kernel's histogram (kernel and compare modes).
+    kernel: Option<AggId>,
+    /// Streamed: when each thread entered its syscall (as many threads as the kernel's
+    /// start map holds).
+    starts: BoundedMap<u32, u64>,
     streamed: Agg<Syscall>,
 }
 
@@ -66,42 +65,32 @@ impl Plugin for Syslatency {
     }
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
-        let mode = match params.text("mode") {
-            "kernel" => Mode::Kernel,
-            "stream" => Mode::Stream,
-            "compare" => Mode::Compare,
-            other => return Err(format!("mode: `{other}` is not kernel, stream or compare")),
-        };
-        let filter = Filter { syscalls: parse_syscalls(params.text("syscall"))?, ..Filter::default() };
+        let mode =
+            params.choice("mode", &[("kernel", Mode::Kernel), ("stream", Mode::Stream), ("compare", Mode::Compare)])?;
+        let filter = Filter { syscalls: params.syscalls("syscall")?, ..Filter::default() };
         let mut subs = Vec::new();
         if mode != Mode::Kernel {
             subs.push(Subscription::new(ENTER).with_filter(filter.clone()));
             subs.push(Subscription::new(EXIT).with_filter(filter.clone()));
         }
-        let interval = match params.timer("interval")? {
-            Some(timer) => {
-                subs.push(timer);
-                Some(subs.len() as u32 - 1)
-            }
-            None => None,
-        };
+        let interval = Interval::optional(params, "interval", &mut subs)?;
         let mut plan = Plan::new(subs);
-        if mode != Mode::Stream {
-            plan = plan.with_aggregation(
+        let kernel = (mode != Mode::Stream).then(|| {
+            plan.aggregate(
                 KernelAggregation::log2_histogram("nanoseconds", EXIT, AggSource::Latency)
                     .by(AggSource::Syscall)
                     .with_filter(filter.clone())
                     .latency_from(ENTER, Correlation::Tid, Correlation::Tid)
                     .start_filter(filter),
-            );
-        }
-        let me = Syslatency { mode, interval, starts: FxHashMap::default(), streamed: Agg::quantize() };
+            )
+        });
+        let me = Syslatency { mode, interval, kernel, starts: BoundedMap::new(), streamed: Agg::quantize() };
         Ok((me, plan))
     }
 
     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
         match ev {
-            Event::SysEnter(_) if self.starts.len() < STARTS_MAX || self.starts.contains_key(&ev.tid()) => {
+            Event::SysEnter(_) => {
                 self.starts.insert(ev.tid(), ev.ts_ns());
             }
             Event::SysExit(sys) => {
@@ -114,7 +103,7 @@ impl Plugin for Syslatency {
     }
 
     fn on_tick(&mut self, sub: u32, _now_ns: u64, _out: &mut Output) -> Vec<Aggregation> {
-        if Some(sub) != self.interval {
+        if !self.interval.fired(sub) {
             return Vec::new();
         }
         self.report(true)
@@ -130,9 +119,8 @@ impl Syslatency {
     fn report(&mut self, reset: bool) -> Vec<Aggregation> {
         let title = "Syscall latency in nanoseconds, entry to exit:";
         let mut aggs = Vec::new();
-        if self.mode != Mode::Stream {
-            let entries = read_aggregation(0, reset);
-            aggs.push(by_syscall_name("nanoseconds", title, entries));
+        if let Some(id) = self.kernel {
+            aggs.push(by_syscall_name("nanoseconds", title, id.read(reset)));
         }
         if self.mode != Mode::Kernel {
             let title = if self.mode == Mode::Compare { "The same, from streamed events:" } else { title };
@@ -150,11 +138,6 @@ impl Syslatency {
 fn by_syscall_name(name: &str, title: &str, entries: Vec<AggEntry>) -> Aggregation {
     let entries = entries.into_iter().map(Syscall::named_entry).collect();
     from_entries(name, title, &["syscall"], AggKind::Quantize, AggOrder::ValueAscending, 0, entries)
-}
-
-/// The `syscall` parameter as syscall numbers.
-fn parse_syscalls(list: &str) -> Result<Vec<u32>, String> {
-    Syscall::parse_list(list).map_err(|e| format!("syscall: {e}"))
 }
 
 export_plugin!(Syslatency);

@@ -8,16 +8,12 @@
 //! `requested` parameter. See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, Column, ColumnKind, Comm, Event, FxHashMap, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
-    PluginInfo, Subscription, TableSpec, Value,
+    export_plugin, BoundedMap, Column, ColumnKind, Comm, Event, Interval, Output, ParamKind, ParamSpec, Params, Plan,
+    Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
 use wasmtap_syscalls::nr;
 
 const WRITES: [i64; 5] = [nr::WRITE, nr::PWRITE64, nr::WRITEV, nr::PWRITEV, nr::PWRITEV2];
-/// Threads inside a write that are remembered; more are counted as `unpaired`.
-const PENDING_MAX: usize = 65536;
-/// (pid, comm, fd) rows kept per interval.
-const ROWS_MAX: usize = 65536;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Tally {
@@ -31,11 +27,13 @@ struct Wstat {
     fd: Option<i64>,
     name: Vec<u8>,
     top: usize,
-    /// Per thread inside a write: (fd, bytes asked for).
-    pending: FxHashMap<u32, (i64, u64)>,
-    rows: FxHashMap<(u32, Comm, i64), Tally>,
-    /// Writes that could not be counted (the maps were full).
-    lost: u64,
+    /// Per thread inside a write: (fd, bytes asked for). A write of a thread it has no
+    /// room for is not counted, and is counted as lost.
+    pending: BoundedMap<u32, (i64, u64)>,
+    /// The interval's rows by (pid, comm, fd). A write for a row it has no room for is
+    /// counted as lost.
+    rows: BoundedMap<(u32, Comm, i64), Tally>,
+    interval: Interval,
 }
 
 impl Plugin for Wstat {
@@ -65,22 +63,19 @@ impl Plugin for Wstat {
     }
 
     fn start(params: &Params) -> Result<(Self, Plan), String> {
-        let Ok(Some(timer)) = params.timer("interval") else {
-            return Err("interval: must be at least 1ms".into());
-        };
-        let top = usize::try_from(params.int("top")).map_err(|_| "top: must be 0 (all) or more".to_string())?;
-        let fd = match params.int("fd") {
-            -1 => None,
-            fd if fd >= 0 => Some(fd),
-            fd => return Err(format!("fd: {fd} is not a file descriptor (-1 for all)")),
-        };
         let mut subs: Vec<Subscription> = Vec::new();
         for n in WRITES {
             let name = wasmtap_syscalls::syscall_name(n).expect("write syscalls are in the table");
             subs.push(Subscription::new(&format!("syscall:{name}:entry")));
             subs.push(Subscription::new(&format!("syscall:{name}:exit")));
         }
-        subs.push(timer);
+        let interval = Interval::required(params, "interval", &mut subs)?;
+        let top = usize::try_from(params.int("top")).map_err(|_| "top: must be 0 (all) or more".to_string())?;
+        let fd = match params.int("fd") {
+            -1 => None,
+            fd if fd >= 0 => Some(fd),
+            fd => return Err(format!("fd: {fd} is not a file descriptor (-1 for all)")),
+        };
         let columns = vec![
             Column::new("TIME", ColumnKind::Timestamp, 12),
             Column::new("PID", ColumnKind::Integer, 7),
@@ -96,9 +91,9 @@ impl Plugin for Wstat {
             fd,
             name: params.text("name").into(),
             top,
-            pending: FxHashMap::default(),
-            rows: FxHashMap::default(),
-            lost: 0,
+            pending: BoundedMap::new(),
+            rows: BoundedMap::new(),
+            interval,
         };
         Ok((me, Plan::new(subs).with_table(TableSpec::new("writes", columns))))
     }
@@ -110,23 +105,14 @@ impl Plugin for Wstat {
                 if self.fd.is_some_and(|want| want != fd) || !ev.comm_contains(&self.name) {
                     return;
                 }
-                if self.pending.len() >= PENDING_MAX && !self.pending.contains_key(&ev.tid()) {
-                    self.lost += 1;
-                    return;
-                }
                 // writev and the pwritev pair take an iovec count, not bytes: no request size.
                 let asked = if matches!(s.id(), nr::WRITE | nr::PWRITE64) { s.arg(2) } else { 0 };
                 self.pending.insert(ev.tid(), (fd, asked));
             }
             Event::SysExit(s) => {
                 let Some((fd, asked)) = self.pending.remove(&ev.tid()) else { return };
-                let key = (ev.pid(), ev.comm_key(), fd);
-                if self.rows.len() >= ROWS_MAX && !self.rows.contains_key(&key) {
-                    self.lost += 1;
-                    return;
-                }
+                let Some(t) = self.rows.get_or_default((ev.pid(), ev.comm_key(), fd)) else { return };
                 let ret = s.ret();
-                let t = self.rows.entry(key).or_default();
                 t.ops += 1;
                 if ret < 0 {
                     t.errors += 1;
@@ -140,18 +126,19 @@ impl Plugin for Wstat {
         }
     }
 
-    fn on_tick(&mut self, _sub: u32, now_ns: u64, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
-        self.report(now_ns, out);
+    fn on_tick(&mut self, sub: u32, now_ns: u64, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
+        if self.interval.fired(sub) {
+            self.report(now_ns, out);
+        }
         Vec::new()
     }
 
     fn finish(&mut self, out: &mut Output) -> Vec<wasmtap_sdk::Aggregation> {
         self.report(wasmtap_sdk::monotonic_ns(), out);
-        if self.lost > 0 {
-            out.print(&format!(
-                "{} writes not counted: more than {ROWS_MAX} rows or {PENDING_MAX} threads\n",
-                self.lost
-            ));
+        let lost = self.pending.dropped() + self.rows.dropped();
+        if lost > 0 {
+            let (rows, threads) = (self.rows.max(), self.pending.max());
+            out.print(&format!("{lost} writes not counted: more than {rows} rows or {threads} threads\n"));
         }
         Vec::new()
     }
@@ -206,6 +193,7 @@ mod tests {
         }
         let (mut me, plan) = Wstat::start(&Params::from_pairs(&p)).unwrap();
         assert_eq!(plan.subscriptions.len(), 11);
+        assert_eq!((plan.subscriptions[10].probe.as_str(), me.interval.sub()), ("interval:ms:1000", Some(10)));
         let mut out = Output::new();
         for r in records {
             me.on_event(&Event::new(Record::new(r)).unwrap(), &mut out);
