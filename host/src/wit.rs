@@ -7,6 +7,7 @@ wasmtime::component::bindgen!({
     world: "plugin",
     path: "../wit",
     imports: { default: trappable },
+    additional_derives: [PartialEq],
 });
 
 pub use self::wasmtap::plugin::types;

@@ -706,7 +706,7 @@ impl Runner {
         self.life = Life::Running { since_ns: clock.mono_ns(), ok_calls: 0 };
         crate::watchdog::calling(&self.info.name, "start");
         match inst.start(&self.params) {
-            Ok(Ok(plan)) if format!("{plan:?}") == format!("{:?}", self.original_plan()) => {}
+            Ok(Ok(plan)) if plan == self.original_plan() => {}
             Ok(Ok(_)) => return self.disable_for("asked for a different plan when restarted", out),
             Ok(Err(message)) => return self.disable_for(&format!("refused to restart: {message}"), out),
             Err(f) => {

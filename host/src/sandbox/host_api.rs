@@ -58,9 +58,6 @@ pub enum GuestItem {
     Log(LogLine),
 }
 
-/// The start of an [`OutputLimit`] message.
-pub(super) const OUTPUT_LIMIT: &str = "produced more than";
-
 /// A plugin produced more in one call than any call may: a fault.
 #[derive(Debug)]
 pub struct OutputLimit(String);
@@ -82,7 +79,7 @@ impl GuestOutput {
         let call_bytes = self.bytes + self.dropped_bytes + bytes as u64;
         if call_bytes > OUTPUT_BYTES_PER_CALL as u64 || self.rows > ROWS_PER_CALL || self.calls > ITEMS_PER_CALL {
             return Err(wasmtime::Error::new(OutputLimit(format!(
-                "{OUTPUT_LIMIT} {} MiB, {} rows or {} output items in one call",
+                "produced more than {} MiB, {} rows or {} output items in one call",
                 OUTPUT_BYTES_PER_CALL >> 20,
                 ROWS_PER_CALL,
                 ITEMS_PER_CALL

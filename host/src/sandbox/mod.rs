@@ -286,11 +286,9 @@ fn symbolize_counted_first(linker: &mut Linker<StoreState>) -> wasmtime::Result<
 #[derive(Debug)]
 struct Blocked(&'static str);
 
-const BLOCKED: &str = "tried to block in the host";
-
 impl std::fmt::Display for Blocked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{BLOCKED} (wasi:io/poll {}); plugins may not sleep or wait", self.0)
+        write!(f, "tried to block in the host (wasi:io/poll {}); plugins may not sleep or wait", self.0)
     }
 }
 
@@ -363,9 +361,8 @@ impl Fault {
                 let fault = err.downcast_ref::<symbolize::SymbolizeFault>();
                 (fault.map_or(FaultKind::Contract, |f| f.kind()), fault.map(|f| f.to_string()).unwrap_or_default())
             }
-            None if msg.contains(BLOCKED) => {
-                let at = msg.find(BLOCKED).unwrap_or(0);
-                (FaultKind::Blocked, first_line(&msg[at..]))
+            None if err.downcast_ref::<Blocked>().is_some() => {
+                (FaultKind::Blocked, err.downcast_ref::<Blocked>().map(Blocked::to_string).unwrap_or_default())
             }
             None if err.downcast_ref::<limiter::MemoryCap>().is_some() => (
                 FaultKind::Memory,
@@ -374,6 +371,8 @@ impl Fault {
                     limits.memory_bytes >> 20
                 ),
             ),
+            // The two limits wasmtime enforces itself fail with error types it keeps
+            // private, so only these are told apart by their text.
             None if msg.contains("resource limit exceeded") || msg.contains("instance count too high") => {
                 (FaultKind::Memory, format!("exceeded its instance/table limit: {}", first_line(&msg)))
             }
@@ -381,10 +380,10 @@ impl Fault {
                 FaultKind::Output,
                 format!("passed more than {} MiB to the host in one call", COPY_BYTES_PER_CALL >> 20),
             ),
-            None if msg.contains(host_api::OUTPUT_LIMIT) => {
-                let at = msg.find(host_api::OUTPUT_LIMIT).unwrap_or(0);
-                (FaultKind::Output, first_line(&msg[at..]))
-            }
+            None if err.downcast_ref::<host_api::OutputLimit>().is_some() => (
+                FaultKind::Output,
+                err.downcast_ref::<host_api::OutputLimit>().map(|e| e.to_string()).unwrap_or_default(),
+            ),
             None => (FaultKind::Contract, first_line(&err.root_cause().to_string())),
         };
         let reason = match said {
