@@ -1,0 +1,388 @@
+//! All plugins of one run: started together, their probes resolved into one table for
+//! the collectors, records routed to each, and their kernel aggregations.
+
+use super::*;
+
+/// All plugins of one run.
+pub struct PluginSet {
+    pub runners: Vec<Runner>,
+    /// What the collectors are told per probe (filled by [`PluginSet::resolve`]).
+    pub table: ProbeTable,
+    /// cgroups named by subscriptions, resolved, by name.
+    cgroups: BTreeMap<String, Cgroup>,
+    /// Compute kernel aggregations in the host, over streamed records (recording, replay).
+    aggregate_in_host: bool,
+    /// Kernel aggregations of every plugin, once resolved.
+    aggs: Option<SharedStore>,
+    /// Their shared task filter.
+    agg_task: crate::agg::TaskFilter,
+}
+
+impl PluginSet {
+    pub fn new(runners: Vec<Runner>) -> PluginSet {
+        PluginSet {
+            runners,
+            table: ProbeTable::default(),
+            cgroups: BTreeMap::new(),
+            aggregate_in_host: false,
+            aggs: None,
+            agg_task: crate::agg::TaskFilter::default(),
+        }
+    }
+
+    /// Compute kernel aggregations here from streamed events instead of in the kernel,
+    /// so that a recording holds what they need. Replays always do. Call before `resolve`.
+    pub fn aggregate_in_host(&mut self, yes: bool) {
+        self.aggregate_in_host = yes;
+    }
+
+    /// Resolve every subscription against `source` (the live system or a recording):
+    /// tracepoint formats, uprobe and USDT sites, field names of comparisons, cgroups.
+    /// Builds the probe table and hands each plugin its schemas. Errors name the plugin
+    /// and the probe; an optional probe that cannot be resolved is skipped with a warning.
+    pub fn resolve(&mut self, source: &Source<'_>) -> Result<(), PluginError> {
+        let mut table = ProbeTable::default();
+        let mut tp_index: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut perf_index: BTreeMap<u32, usize> = BTreeMap::new();
+        let replay = matches!(source, Source::Recorded(_));
+        let in_host = replay || self.aggregate_in_host;
+        if in_host {
+            // Stream the aggregations' probes, unfiltered: the evaluator applies their filters.
+            for r in &mut self.runners {
+                let probes: Vec<String> = r
+                    .plan
+                    .aggregations
+                    .iter()
+                    .flat_map(|a| std::iter::once(a.probe.clone()).chain(start_probes(a)))
+                    .collect();
+                for probe in probes {
+                    let wire = types::Subscription {
+                        probe,
+                        filter: types::Filter::default(),
+                        stacks: types::StackMode::empty(),
+                        optional: false,
+                    };
+                    let mut ignored = Vec::new();
+                    let sub = parse_sub(&r.info.name, &wire, &mut ignored)?;
+                    r.plan.subscriptions.push(wire);
+                    r.subs.push(sub);
+                }
+            }
+        }
+        for r in &mut self.runners {
+            let plugin = r.info.name.clone();
+            for (i, sub) in r.subs.iter_mut().enumerate() {
+                let wire = &r.plan.subscriptions[i];
+                let Some(spec) = sub.spec.clone() else { continue };
+                let resolved = resolve_sub(&mut table, &mut tp_index, &mut perf_index, sub, wire, &spec, source);
+                if let Err(reason) = resolved {
+                    sub.matcher = Matcher::Nothing;
+                    if wire.optional {
+                        r.stats.warnings.push(format!("optional probe `{}` skipped: {reason}", wire.probe));
+                        continue;
+                    }
+                    return Err(PluginError::Probe { plugin, error: table::probe_error(&wire.probe, reason) });
+                }
+                if !wire.filter.cgroups.is_empty() {
+                    let mut ids = BTreeSet::new();
+                    for name in &wire.filter.cgroups {
+                        if replay {
+                            return Err(PluginError::BadPlan {
+                                plugin,
+                                reason:
+                                    "cgroup filters cannot be replayed (cgroup ids belong to the recording machine)"
+                                        .into(),
+                            });
+                        }
+                        let cg = match self.cgroups.get(name) {
+                            Some(cg) => cg.clone(),
+                            None => cgroup::resolve(name)
+                                .map_err(|reason| PluginError::BadPlan { plugin: plugin.clone(), reason })?,
+                        };
+                        ids.extend(cgroup::subtree_ids(&cg));
+                        self.cgroups.insert(name.clone(), cg);
+                    }
+                    sub.cgroups = Some(ids);
+                }
+                if let Matcher::Interval(period) = sub.matcher {
+                    r.timers.push((i, period, None));
+                }
+            }
+            r.schemas = r.subs.iter().map(|s| s.schema.clone()).collect();
+            if let Some(inst) = r.instance.as_mut() {
+                inst.set_schemas(r.schemas.clone());
+            }
+        }
+        self.push_down_syscall_preds(&mut table, source);
+        self.table = table;
+        self.resolve_aggregations(source, in_host)
+    }
+
+    /// Compile every plugin's kernel aggregations and give each plugin its reader.
+    fn resolve_aggregations(&mut self, source: &Source<'_>, in_host: bool) -> Result<(), PluginError> {
+        let mut specs = Vec::new();
+        let mut task: Option<(String, crate::agg::TaskFilter)> = None;
+        for r in &mut self.runners {
+            let plugin = r.info.name.clone();
+            let mut ids = Vec::new();
+            for wire in &r.plan.aggregations {
+                let id = specs.len() as u32;
+                let spec = crate::agg::compile(wire, id, source).map_err(|reason| PluginError::BadPlan {
+                    plugin: plugin.clone(),
+                    reason: format!("kernel aggregation `{}`: {reason}", wire.name),
+                })?;
+                let this = crate::agg::TaskFilter::of(&wire.filter);
+                match &task {
+                    Some((other, t)) if *t != this => {
+                        return Err(PluginError::BadPlan {
+                            plugin: plugin.clone(),
+                            reason: format!(
+                                "kernel aggregation `{}`: every kernel aggregation of a run must have the same uid, \
+                                 comm, pid and cgroup filters (`{other}` has others)",
+                                wire.name
+                            ),
+                        })
+                    }
+                    Some(_) => {}
+                    None => task = Some((wire.name.clone(), this)),
+                }
+                ids.push(id);
+                specs.push(spec);
+            }
+            r.agg_ids = ids;
+        }
+        if specs.is_empty() {
+            return Ok(());
+        }
+        let task = task.map(|(_, t)| t).unwrap_or_default();
+        if in_host && !task.cgroups.is_empty() {
+            return Err(PluginError::BadPlan {
+                plugin: self.runners.iter().find(|r| !r.agg_ids.is_empty()).map_or("", |r| r.name()).to_string(),
+                reason: "kernel aggregations with a cgroup filter cannot be recorded or replayed".into(),
+            });
+        }
+        for name in &task.cgroups {
+            if !self.cgroups.contains_key(name) {
+                let cg =
+                    cgroup::resolve(name).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
+                self.cgroups.insert(name.clone(), cg);
+            }
+        }
+        crate::agg::sites(&specs).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
+        let backend = if in_host {
+            crate::agg::Backend::Host(crate::agg::Evaluator::new(&specs, task.clone()))
+        } else {
+            crate::agg::Backend::Kernel { values: None, baselines: Default::default() }
+        };
+        let store: SharedStore = Arc::new(Mutex::new(crate::agg::Store { specs, backend }));
+        for r in &mut self.runners {
+            if r.agg_ids.is_empty() {
+                continue;
+            }
+            let reader = crate::agg::PluginAggs { store: store.clone(), ids: r.agg_ids.clone() };
+            if let Some(inst) = r.instance.as_mut() {
+                inst.set_aggregates(Box::new(reader.clone()));
+            }
+            r.aggs_reader = Some(reader);
+        }
+        self.agg_task = task;
+        self.aggs = Some(store);
+        Ok(())
+    }
+
+    /// The aggregation collector's probe sites; empty when nothing aggregates in the kernel.
+    pub fn agg_sites(&self) -> Vec<crate::collect::agg::SiteConfig> {
+        let Some(store) = &self.aggs else { return Vec::new() };
+        let store = store.lock().unwrap_or_else(|e| e.into_inner());
+        match store.backend {
+            crate::agg::Backend::Host(_) => Vec::new(),
+            crate::agg::Backend::Kernel { .. } => crate::agg::sites(&store.specs).unwrap_or_default(),
+        }
+    }
+
+    /// The aggregation collector's filter (the caller adds `-p`/`-c` targets).
+    pub fn agg_filter(&self) -> KernelFilter {
+        let cgroups = self
+            .agg_task
+            .cgroups
+            .iter()
+            .filter_map(|name| self.cgroups.get(name))
+            .flat_map(|cg| std::iter::once((cg.id, cg.level)))
+            .collect();
+        self.agg_task.kernel(cgroups)
+    }
+
+    /// Hand the kernel's aggregation map to the plugins' readers.
+    pub fn attach_kernel_values(&mut self, values: crate::collect::agg::KernelValues) {
+        if let Some(store) = &self.aggs {
+            if let crate::agg::Backend::Kernel { values: v, .. } =
+                &mut store.lock().unwrap_or_else(|e| e.into_inner()).backend
+            {
+                *v = Some(values);
+            }
+        }
+    }
+
+    /// Events the host's aggregation evaluator lost to a full map: updates, and
+    /// intervals whose start did not fit.
+    pub fn agg_lost(&self) -> (u64, u64) {
+        self.aggs.as_ref().map_or((0, 0), |s| {
+            let store = s.lock().unwrap_or_else(|e| e.into_inner());
+            (store.host_lost(), store.host_starts_lost())
+        })
+    }
+
+    /// Comparisons on a syscall's arguments run in the kernel when every subscription that
+    /// sees that syscall asks for the same ones.
+    fn push_down_syscall_preds(&self, table: &mut ProbeTable, source: &Source<'_>) {
+        for exit in [false, true] {
+            let kind = if exit { Kind::SysExit } else { Kind::SysEnter };
+            let subs: Vec<&Sub> =
+                self.runners.iter().flat_map(|r| &r.subs).filter(|s| s.matcher == Matcher::Kind(kind)).collect();
+            if subs.iter().any(|s| s.syscalls.is_none()) {
+                continue;
+            }
+            let nrs: BTreeSet<u32> = subs.iter().flat_map(|s| s.syscalls.iter().flatten().copied()).collect();
+            for nr in nrs {
+                let covering: Vec<&&Sub> =
+                    subs.iter().filter(|s| s.syscalls.as_ref().is_some_and(|set| set.contains(&nr))).collect();
+                let first = &covering[0].preds;
+                if first.is_empty() || covering.iter().any(|s| s.preds != *first) || nr >= table::NR_SYSCALLS {
+                    continue;
+                }
+                let key = if exit { table::NR_SYSCALLS + nr } else { nr };
+                table.syscall_preds.insert(key, first.iter().take(table::KERNEL_PREDS_MAX).copied().collect());
+            }
+        }
+        if let Source::Recorded(t) = source {
+            table.syscall_args = t.syscall_args.clone();
+        }
+    }
+
+    /// Route every record of a chunk to the plugins, then deliver the partial batches.
+    pub fn dispatch(&mut self, bytes: &[u8], out: &mut Output, clock: &Clock) {
+        let store = self.aggs.clone();
+        let mut store = store.as_ref().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut evaluator = match store.as_deref_mut() {
+            Some(crate::agg::Store { backend: crate::agg::Backend::Host(e), .. }) => Some(e),
+            _ => None,
+        };
+        // Budget windows turn over once per chunk, not per record.
+        let now = Instant::now();
+        for r in &mut self.runners {
+            r.budget.roll(now);
+        }
+        for rec in wasmtap_abi::Records::new(bytes) {
+            let Some(kind) = rec.kind() else { continue };
+            if let Some(e) = evaluator.as_mut() {
+                e.offer(&rec);
+            }
+            for r in &mut self.runners {
+                r.offer(&rec, kind, out, clock);
+            }
+        }
+        drop(store);
+        for r in &mut self.runners {
+            r.flush(out, clock);
+        }
+    }
+
+    /// Probe kinds any plugin needs.
+    pub fn kinds(&self) -> BTreeSet<Kind> {
+        self.runners.iter().flat_map(|r| r.kinds()).collect()
+    }
+
+    /// The filters every subscription agrees on, which can be pushed into the kernel:
+    /// a dimension is constrained only if every subscription constrains it. The caller
+    /// adds the target process set.
+    pub fn kernel_filter(&self) -> KernelFilter {
+        let subs: Vec<(&Sub, &types::Subscription)> = self
+            .runners
+            .iter()
+            .flat_map(|r| r.subs.iter().zip(&r.plan.subscriptions))
+            .filter(|(s, _)| s.kind().is_some())
+            .collect();
+        let agreed = |get: &dyn Fn(&types::Subscription) -> bool| !subs.is_empty() && subs.iter().all(|(_, w)| get(w));
+        let syscall_subs: Vec<&Sub> =
+            subs.iter().map(|(s, _)| *s).filter(|s| matches!(s.kind(), Some(Kind::SysEnter | Kind::SysExit))).collect();
+        let syscalls = if !syscall_subs.is_empty() && syscall_subs.iter().all(|s| s.syscalls.is_some()) {
+            Some(syscall_subs.iter().flat_map(|s| s.syscalls.iter().flatten().copied()).collect::<BTreeSet<_>>())
+        } else {
+            None
+        };
+        let union_u32 = |get: fn(&types::Subscription) -> &Vec<u32>| -> Vec<u32> {
+            subs.iter().flat_map(|(_, w)| get(w).iter().copied()).collect::<BTreeSet<_>>().into_iter().collect()
+        };
+        let uids = agreed(&|w| !w.filter.uids.is_empty()).then(|| union_u32(|w| &w.filter.uids));
+        let pids = agreed(&|w| !w.filter.pids.is_empty()).then(|| union_u32(|w| &w.filter.pids));
+        let comms = agreed(&|w| !w.filter.comms.is_empty()).then(|| {
+            subs.iter().flat_map(|(_, w)| w.filter.comms.iter().cloned()).collect::<BTreeSet<_>>().into_iter().collect()
+        });
+        let cgroups = agreed(&|w| !w.filter.cgroups.is_empty()).then(|| {
+            subs.iter()
+                .flat_map(|(_, w)| w.filter.cgroups.iter())
+                .filter_map(|name| self.cgroups.get(name))
+                .map(|cg| (cg.id, cg.level))
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        });
+        KernelFilter {
+            syscalls: syscalls.map(|s| s.into_iter().collect()),
+            uids,
+            comms,
+            cgroups,
+            targets: pids,
+            ..KernelFilter::default()
+        }
+    }
+
+    /// Fire `begin` subscriptions.
+    pub fn begin(&mut self, now_ns: u64, out: &mut Output, clock: &Clock) {
+        for r in &mut self.runners {
+            r.begin(now_ns, out, clock);
+        }
+    }
+
+    pub fn tick(&mut self, now_ns: u64, out: &mut Output, clock: &Clock) {
+        for r in &mut self.runners {
+            r.tick_if_due(now_ns, out, clock);
+        }
+    }
+
+    pub fn finish(&mut self, out: &mut Output, clock: &Clock) {
+        for r in &mut self.runners {
+            r.finish(out, clock);
+        }
+    }
+
+    /// Every plugin's accounting, given the kernel's counters.
+    pub fn stats(&self, kernel: &KernelCounters) -> Vec<PluginStats> {
+        self.runners.iter().map(|r| r.stats(kernel, &self.table)).collect()
+    }
+
+    pub fn any_disabled(&self) -> bool {
+        self.runners.iter().any(|r| r.stats.disabled.is_some())
+    }
+
+    /// Names of the probes subscribed, for the recording header.
+    pub fn probe_names(&self) -> Vec<String> {
+        let mut set: BTreeSet<String> =
+            self.runners.iter().flat_map(|r| r.plan.subscriptions.iter().map(|s| s.probe.clone())).collect();
+        for r in &self.runners {
+            for a in &r.plan.aggregations {
+                set.insert(a.probe.clone());
+                set.extend(start_probes(a));
+            }
+        }
+        set.into_iter().collect()
+    }
+
+    /// Warnings collected while starting (skipped optional probes).
+    pub fn warnings(&self) -> Vec<String> {
+        self.runners
+            .iter()
+            .flat_map(|r| r.stats.warnings.iter().map(move |w| format!("{}: {w}", r.info.name)))
+            .collect()
+    }
+}
