@@ -2,7 +2,9 @@
 //! attached. Loading and attaching needs [`ATTACH`]; afterwards the host reads its maps and
 //! rings through descriptors it already holds, which needs no capability, so it keeps only
 //! what the symbolizer and a `-c` command under another user need ([`keep_after_attach`]).
-//! The `-c` command runs as the user who invoked `sudo`, or as `--run-as`.
+//! The thread that runs plugins then confines itself with a seccomp filter
+//! ([`confine_dispatch_thread`]). The `-c` command runs as the user who invoked `sudo`,
+//! or as `--run-as`.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), wasmtap::privilege::PrivilegeError> {
@@ -52,6 +54,8 @@ pub enum PrivilegeError {
     Read(std::io::Error),
     #[error("cannot give up privileges after attaching: {0}")]
     Drop(std::io::Error),
+    #[error("{0} (WASMTAP_SECCOMP=off runs without it)")]
+    Confine(std::io::Error),
     #[error("--run-as {0}: no such user")]
     UnknownUser(String),
     #[error("--run-as {0}: cannot look the user up: {1}")]
@@ -96,6 +100,29 @@ pub fn keep_after_attach(symbolizes: bool, command_as_other_user: bool) -> u64 {
 /// Returns the capabilities kept (those of `keep` the process held).
 pub fn drop_after_attach(keep: u64) -> Result<u64, PrivilegeError> {
     creds::restrict_all_threads(keep).map_err(PrivilegeError::Drop)
+}
+
+/// Whether the dispatch thread is confined by its seccomp filter after attach: yes, unless
+/// `WASMTAP_SECCOMP=off` (to tell whether the filter is behind a problem).
+pub fn seccomp_wanted() -> bool {
+    std::env::var_os("WASMTAP_SECCOMP").is_none_or(|v| v != "off")
+}
+
+/// Do now, on the dispatch thread and before privileges are dropped, what it would
+/// otherwise do on first use with calls its filter refuses: start the Tokio runtime
+/// wasmtime-wasi runs some WASI calls on (a plugin's writes to its stderr; starting it
+/// reads cgroup files and starts threads, whose capabilities are then dropped with the
+/// rest), and open `/proc/self/status` for the host's memory report.
+pub fn prepare_dispatch_thread() {
+    crate::sandbox::start_wasi_runtime();
+    crate::sys::rss_bytes();
+}
+
+/// Install the dispatch thread's seccomp filter on the calling thread, the one that runs
+/// plugins from now on ([`crate::sys::seccomp`]). `command`: the pid of the `-c` command,
+/// the one process it may still signal.
+pub fn confine_dispatch_thread(command: Option<u32>) -> Result<(), PrivilegeError> {
+    crate::sys::seccomp::confine_this_thread(command).map_err(PrivilegeError::Confine)
 }
 
 /// The user a `-c` command runs as: `--run-as USER` if given; otherwise, when root was

@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod creds;
+pub mod seccomp;
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -79,8 +80,24 @@ pub fn seal(file: &std::fs::File) -> io::Result<()> {
 }
 
 /// This process's resident set size now and at its peak, in bytes (`VmRSS`, `VmHWM`).
+/// `/proc/self/status` is opened on the first call and read again from its start on each
+/// later one (the kernel renders it anew), so that a thread that may no longer open files
+/// (the dispatch thread's seccomp filter) can still report it.
 pub fn rss_bytes() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    use std::os::unix::fs::FileExt;
+    static STATUS: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let mut status = String::new();
+    if let Some(file) = STATUS.get_or_init(|| std::fs::File::open("/proc/self/status").ok()) {
+        let mut buf = vec![0u8; 16 << 10];
+        let mut len = 0;
+        while len < buf.len() {
+            match file.read_at(&mut buf[len..], len as u64) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => len += n,
+            }
+        }
+        status = String::from_utf8_lossy(&buf[..len]).into_owned();
+    }
     let field = |name: &str| -> u64 {
         status
             .lines()

@@ -82,8 +82,9 @@ fn thread_privileges(pid: u32) -> Vec<Privileges> {
 
 type Privileges = (String, String, String, String);
 
-/// Start `wasmtap run ARGS` as root, wait until one of its threads has `no_new_privs`,
-/// and return every thread's privileges then, with what the run printed.
+/// Start `wasmtap run ARGS` as root, wait until every one of its threads has
+/// `no_new_privs` (the main thread sets it first, then has each other thread set its
+/// own), and return every thread's privileges then, with what the run printed.
 fn privileges_while_running(args: &[&str]) -> (Vec<Privileges>, String) {
     let child = wasmtap()
         .arg("run")
@@ -96,7 +97,8 @@ fn privileges_while_running(args: &[&str]) -> (Vec<Privileges>, String) {
     let started = Instant::now();
     let seen = loop {
         let threads = thread_privileges(child.id());
-        if threads.iter().any(|t| t.3 == "1") || started.elapsed() > Duration::from_secs(20) {
+        let dropped = !threads.is_empty() && threads.iter().all(|t| t.3 == "1");
+        if dropped || started.elapsed() > Duration::from_secs(20) {
             break threads;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -140,6 +142,81 @@ fn a_run_with_stacks_keeps_only_what_the_symbolizer_and_the_command_need() {
     }
     // With that, the user's stacks are still named, down to the hot function.
     assert!(out.contains("wasmtap_hot_loop+"), "{out}");
+}
+
+/// One thread of a run: `(tid, Name, Seccomp, Seccomp_filters, NoNewPrivs)` from its status.
+type Thread = (u32, String, String, String, String);
+
+fn threads_of(pid: u32) -> Vec<Thread> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect()).unwrap_or(Vec::new());
+    tasks
+        .iter()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let s = std::fs::read_to_string(t.path().join("status")).ok()?;
+            let f = |name: &str| {
+                s.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string()).unwrap_or_default()
+            };
+            Some((tid, f("Name:"), f("Seccomp:"), f("Seccomp_filters:"), f("NoNewPrivs:")))
+        })
+        .collect()
+}
+
+/// Start `wasmtap run ARGS` as root (with `env` set), wait until its main thread, the one
+/// that dispatches records to the plugins, has given up its privileges and, unless
+/// `WASMTAP_SECCOMP=off`, shows its seccomp filter; return its pid, every thread then,
+/// and the run's output.
+fn threads_while_running(args: &[&str], env: &[(&str, &str)]) -> (u32, Vec<Thread>, std::process::Output) {
+    let mut cmd = wasmtap();
+    cmd.arg("run").args(args).env_remove("SUDO_UID").env_remove("WASMTAP_SECCOMP");
+    let child = cmd.envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let filtered = !env.contains(&("WASMTAP_SECCOMP", "off"));
+    let started = Instant::now();
+    let seen = loop {
+        let threads = threads_of(pid);
+        let main = threads.iter().find(|t| t.0 == pid);
+        let ready = main.is_some_and(|m| m.4 == "1" && (!filtered || m.2 == "2"));
+        if ready || started.elapsed() > Duration::from_secs(20) {
+            if ready && !filtered {
+                // The filter would have been installed by now.
+                std::thread::sleep(Duration::from_millis(300));
+                break threads_of(pid);
+            }
+            break threads;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (pid, seen, child.wait_with_output().unwrap())
+}
+
+#[test]
+fn after_attach_the_dispatch_thread_runs_under_its_seccomp_filter() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 20 10000 50", workload("getppid_paced").display());
+    let (pid, threads, o) = threads_while_running(&["syscount", "-c", &cmd], &[]);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    // The run still counts exactly, the command is stopped and waited for.
+    assert_eq!(map_value(&out, "syscall", "getppid"), Some(200_000), "{out}");
+    // The dispatch thread: filter mode, two filters (EPERM deny list; clone3 and x32).
+    let main = threads.iter().find(|t| t.0 == pid).unwrap();
+    assert_eq!((main.2.as_str(), main.3.as_str(), main.4.as_str()), ("2", "2", "1"), "{threads:?}");
+    // Every other thread (symbolizer, ring, epoch ticker, overload guard, watchdog, the
+    // WASI runtime's) was started before it and has none.
+    assert!(threads.len() >= 5, "{threads:?}");
+    assert!(threads.iter().any(|t| t.1 == "wasmtap-symbols"), "{threads:?}");
+    for t in threads.iter().filter(|t| t.0 != pid) {
+        assert_eq!((t.2.as_str(), t.3.as_str()), ("0", "0"), "{threads:?}");
+    }
+    // WASMTAP_SECCOMP=off leaves it out (to tell whether the filter is behind a problem).
+    let (_, threads, o) = threads_while_running(&["syscount", "-d", "1"], &[("WASMTAP_SECCOMP", "off")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(threads.iter().any(|t| t.4 == "1"), "privileges were dropped: {threads:?}");
+    assert!(threads.iter().all(|t| t.2 == "0"), "{threads:?}");
 }
 
 /// The UID column of execsnoop's rows for `/bin/true burst-*` and the workload's own exec.

@@ -133,7 +133,16 @@ fn trace(
     let symbols = crate::plugin::symbols::Live::start().context("cannot start the symbolizer thread")?;
     sandbox.set_symbols(Box::new(symbols.clone()));
     let other_user = user.as_ref().is_some_and(|u| u.uid != crate::sys::creds::uids().1);
+    // This thread dispatches records to the plugins from now on.
+    let confine = privilege::seccomp_wanted();
+    if confine {
+        privilege::prepare_dispatch_thread();
+        live.prepare_reads();
+    }
     privilege::drop_after_attach(privilege::keep_after_attach(plugins.table.has_addresses(), other_user))?;
+    if confine {
+        privilege::confine_dispatch_thread(child.as_ref().map(GatedChild::pid))?;
+    }
     created.keep();
     let opts = LiveOptions {
         stop,

@@ -263,6 +263,13 @@ impl Live {
         self.values.take()
     }
 
+    /// Read now, on the calling thread, what reading the maps needs from a file: the
+    /// number of possible CPUs, which aya reads once per thread. The thread then reads
+    /// counters and aggregations with bpf(2) alone, which its seccomp filter allows.
+    pub fn prepare_reads(&self) {
+        let _ = aya::util::nr_cpus();
+    }
+
     /// The kernel's counters, summed over CPUs, plus the drain thread's. Reads only the
     /// rows each collector can write (about 4 k map lookups with the syscall collector),
     /// so it may be called while running.

@@ -264,7 +264,8 @@ impl Output {
             flamegraph_svg(&title, &lines).map_err(|e| format!("{}: {e}", path.display()))
         };
         let svg = svg.inspect_err(|_| {
-            // Best effort: after a live run drops its privileges the directory may not allow it.
+            // Best effort: after a live run drops its privileges the directory may not
+            // allow it, and the dispatch thread's seccomp filter refuses unlink.
             let _ = std::fs::remove_file(&path);
         })?;
         file.write_all(&svg).map_err(|e| format!("cannot write flame graph {}: {e}", path.display()))

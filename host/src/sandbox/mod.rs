@@ -220,6 +220,12 @@ impl LoadedPlugin {
     }
 }
 
+/// Start the Tokio runtime wasmtime-wasi runs some WASI calls on (a plugin's writes to
+/// its stderr), which it otherwise starts on first use, from whichever thread that is.
+pub fn start_wasi_runtime() {
+    wasmtime_wasi::runtime::in_tokio(async {});
+}
+
 /// A store bounded by `limits`: one memory cap summed over every memory and table,
 /// counts of instances, tables and memories, WASI resources and random bytes, the
 /// copy cap, and the deadline.
