@@ -92,7 +92,7 @@ fn check(name: &str) {
             line.trim(),
             expected.lines().count(),
             got.lines().count(),
-            unified_diff(&expected, &got, &format!("cases/{name}.out"), "replay", 3)
+            unified_diff(&expected, &got, &format!("cases/{name}.out"), "replay", CONTEXT)
         );
     }
 }

@@ -118,10 +118,8 @@ impl Plugin for Forktime {
             Event::SysEnter(s) if matches!(s.id(), nr::EXECVE | nr::EXECVEAT) => {
                 self.life(ev.pid()).exec_start = Some(ts);
             }
-            Event::SysEnter(_) => {
-                if self.in_fork.len() < TRACKED_MAX {
-                    self.in_fork.insert(ev.tid(), ts);
-                }
+            Event::SysEnter(_) if self.in_fork.len() < TRACKED_MAX => {
+                self.in_fork.insert(ev.tid(), ts);
             }
             Event::SysExit(s) => {
                 let Some(t0) = self.in_fork.remove(&ev.tid()) else { return };
@@ -205,7 +203,7 @@ impl Forktime {
         for ((comm, args), stats) in rows {
             let mut row = vec![Value::Text(comm), Value::Text(args), Value::from(stats[RUN].n)];
             for s in stats {
-                let avg = if s.n == 0 { Value::Int(-1) } else { Value::from(s.sum / s.n / 1000) };
+                let avg = s.sum.checked_div(s.n).map_or(Value::Int(-1), |avg| Value::from(avg / 1000));
                 let max = if s.n == 0 { Value::Int(-1) } else { Value::from(s.max / 1000) };
                 row.push(avg);
                 row.push(max);

@@ -98,7 +98,7 @@ impl Openaggr {
     fn report(&mut self, now_ns: u64, wall_ns: u64, out: &mut Output) {
         out.print(&format!("{}\n", utc(wall_ns)));
         let mut rows: Vec<_> = self.counts.drain().collect();
-        rows.sort_by_key(|((pid, comm), _)| (*pid, comm.clone()));
+        rows.sort_by_key(|((pid, comm), _)| (*pid, *comm));
         if self.top > 0 && rows.len() > self.top {
             rows.sort_by_key(|(k, t)| (std::cmp::Reverse(t.create + t.open), k.0));
             rows.truncate(self.top);
