@@ -21,3 +21,6 @@ cc -O2 -g -o "$work/writer" "$root/tests/workloads/writer.c"
 "$w" record -o procs.wtrec exitsnoop proclife forktime -c "$work/forker 4 50"
 "$w" record -o writes.wtrec wstat syscount --param syscount.errors=true --param syscount.latency=true \
     -c "$work/writer 20 100 3 0"
+# 100 pipe round trips between two processes: run-queue waits (wakeups, switches) for runqlat.
+cc -O2 -g -o "$work/pingpong" "$root/tests/workloads/pingpong.c"
+"$w" record -o runqlat.wtrec runqlat -c "$work/pingpong 100"
