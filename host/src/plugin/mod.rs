@@ -262,6 +262,8 @@ pub struct Runner {
     params: Vec<types::Param>,
     limits: Limits,
     instance: Option<Instance>,
+    /// The most linear memory and tables one of its instances held.
+    memory_peak: u64,
     life: Life,
     /// Faults in a row that came before the plugin completed a call.
     crash_streak: u32,
@@ -358,6 +360,7 @@ impl Runner {
             params: params.to_vec(),
             limits,
             instance: Some(instance),
+            memory_peak: 0,
             life: Life::Running { since_ns: 0, ok_calls: 0 },
             crash_streak: 0,
             backoff_exp: 0,
@@ -472,6 +475,9 @@ impl Runner {
 
     /// Account for a call's result: output, budget, fault.
     fn after_call<R>(&mut self, res: Result<R, Fault>, out: &mut Output, clock: &Clock) -> Option<R> {
+        if let Some(inst) = &self.instance {
+            self.memory_peak = self.memory_peak.max(inst.memory_bytes());
+        }
         match res {
             Ok(r) => {
                 if let Life::Running { ok_calls, .. } = &mut self.life {
@@ -1265,6 +1271,12 @@ impl PluginSet {
     /// Every plugin's accounting, given the kernel's counters.
     pub fn stats(&self, kernel: &KernelCounters) -> Vec<PluginStats> {
         self.runners.iter().map(|r| r.stats(kernel, &self.table)).collect()
+    }
+
+    /// The plugins' memories at their largest, summed (each instance's linear memory and
+    /// tables, as granted).
+    pub fn memory_peak_bytes(&self) -> u64 {
+        self.runners.iter().map(|r| r.memory_peak).sum()
     }
 
     pub fn any_disabled(&self) -> bool {
