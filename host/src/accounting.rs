@@ -25,17 +25,33 @@ pub struct Accounting {
     pub collectors: Option<CollectorCost>,
 }
 
-/// The host process's memory at the end of a run.
+/// The host process's memory at the end of a run, and what can be told of its parts.
+/// The parts are left out of reports when zero (replays have no rings or queue).
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct HostUsage {
     pub rss_bytes: u64,
     pub peak_rss_bytes: u64,
+    /// Ring buffers mapped from the collectors: resident for the whole run.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ring_bytes: u64,
+    /// The most bytes of records queued at once between the rings and the plugins.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub queue_peak_bytes: u64,
+    /// The plugins' linear memories and tables at their largest, summed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub plugin_memory_peak_bytes: u64,
 }
 
 impl HostUsage {
     pub fn now() -> HostUsage {
         let (rss_bytes, peak_rss_bytes) = crate::sys::rss_bytes();
-        HostUsage { rss_bytes, peak_rss_bytes }
+        HostUsage { rss_bytes, peak_rss_bytes, ..HostUsage::default() }
+    }
+
+    /// What the parts leave of the peak: code, heap, start-up (at least; the parts' peaks
+    /// need not have come at the same moment as the host's).
+    pub fn rest_bytes(&self) -> u64 {
+        self.peak_rss_bytes.saturating_sub(self.ring_bytes + self.queue_peak_bytes + self.plugin_memory_peak_bytes)
     }
 }
 

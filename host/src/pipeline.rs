@@ -117,7 +117,13 @@ pub fn run_live(
     add_host_agg_lost(&mut kernel, plugins);
     let stats = plugins.stats(&kernel);
     let collectors = opts.overload.take().map(overload::Guard::finish);
-    Ok(Accounting { kernel, plugins: stats, command_status, host: HostUsage::now(), collectors })
+    let host = HostUsage {
+        ring_bytes: live.ring_bytes(),
+        queue_peak_bytes: rx.peak_bytes(),
+        plugin_memory_peak_bytes: plugins.memory_peak_bytes(),
+        ..HostUsage::now()
+    };
+    Ok(Accounting { kernel, plugins: stats, command_status, host, collectors })
 }
 
 /// True when the overload guard says the collectors cost too much; its notices go out
@@ -174,7 +180,8 @@ pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output)
     let mut kernel = kernel;
     add_host_agg_lost(&mut kernel, plugins);
     let stats = plugins.stats(&kernel);
-    Ok(Accounting { kernel, plugins: stats, command_status: None, host: HostUsage::now(), collectors: None })
+    let host = HostUsage { plugin_memory_peak_bytes: plugins.memory_peak_bytes(), ..HostUsage::now() };
+    Ok(Accounting { kernel, plugins: stats, command_status: None, host, collectors: None })
 }
 
 /// Events that kernel aggregations computed in the host (recording, replay) could not

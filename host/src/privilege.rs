@@ -109,12 +109,10 @@ pub fn seccomp_wanted() -> bool {
 }
 
 /// Do now, on the dispatch thread and before privileges are dropped, what it would
-/// otherwise do on first use with calls its filter refuses: start the Tokio runtime
-/// wasmtime-wasi runs some WASI calls on (a plugin's writes to its stderr; starting it
-/// reads cgroup files and starts threads, whose capabilities are then dropped with the
-/// rest), and open `/proc/self/status` for the host's memory report.
+/// otherwise do on first use with calls its filter refuses: open `/proc/self/status` for
+/// the host's memory report. (The sandbox's own first-use work, its WASI runtime, is
+/// started by the caller.)
 pub fn prepare_dispatch_thread() {
-    crate::sandbox::start_wasi_runtime();
     crate::sys::rss_bytes();
 }
 

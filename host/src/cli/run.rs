@@ -136,6 +136,9 @@ fn trace(
     // This thread dispatches records to the plugins from now on.
     let confine = privilege::seccomp_wanted();
     if confine {
+        // wasmtime-wasi's Tokio runtime (a plugin's stderr writes) starts on first use by
+        // reading cgroup files and starting threads: the filter refuses both, so start it now.
+        crate::sandbox::start_wasi_runtime();
         privilege::prepare_dispatch_thread();
         live.prepare_reads();
     }

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -51,11 +50,13 @@ const PROC_RING_BYTES: u32 = 2 << 20;
 const FILE_RING_BYTES: u32 = 8 << 20;
 /// Records per chunk handed to the pipeline (bytes).
 const CHUNK_BYTES: usize = 256 << 10;
-/// Bytes of records buffered between the drain thread and the pipeline. With the 64 MiB
-/// ring, a plugin stalled for a whole default deadline (250 ms) loses nothing at 3 M
-/// events a second (~1.2 M events at 112 bytes fit). Past it, the drain thread waits and
-/// the rings fill: the kernel counts what it cannot write, per probe.
-const BYTES_IN_FLIGHT: u64 = 64 << 20;
+/// Bytes of records queued between the drain thread and the pipeline, in resident pages
+/// ([`super::queue`]). Past it the drain thread waits and the rings fill: the kernel
+/// counts what it cannot write, per probe. 24 MiB holds ~200,000 opens or syscalls,
+/// beside the ring's own: with the syscall ring, a plugin stalled for a whole default
+/// deadline (250 ms) loses nothing at 3 M events a second. A queued byte costs the host
+/// one resident byte, a ring byte two (a ring is mapped twice, all of it from the start).
+const BYTES_IN_FLIGHT: u64 = 24 << 20;
 
 /// Why the live source could not start.
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +138,9 @@ pub struct Live {
     values: Option<KernelValues>,
     /// Aggregation ids in use, whose losses are read.
     agg_ids: u32,
+    /// Bytes of ring buffer the drain thread maps (each ring's data twice, plus its two
+    /// position pages).
+    ring_bytes: u64,
 }
 
 impl Live {
@@ -165,6 +169,7 @@ impl Live {
         }
         drop(loader);
         let mut rings = Vec::new();
+        let mut ring_bytes = 0;
         let mut values = None;
         // In order: the aggregation collector first, so its programs run first (a
         // latency's start is stamped after the aggregation's own work, its end before).
@@ -196,15 +201,15 @@ impl Live {
                 reason: e.to_string(),
             })?;
             rings.push(ring);
+            ring_bytes += 2 * u64::from(ring_size(c)) + 2 * 4096;
         }
-        let (tx, rx) = std::sync::mpsc::channel();
-        let in_flight = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = super::queue::bounded(BYTES_IN_FLIGHT);
         let stop = Arc::new(AtomicBool::new(false));
         let pipeline_drops = Arc::new(AtomicU64::new(0));
         let malformed = Arc::new(AtomicU64::new(0));
         let drainer = Drainer {
             rings,
-            tx: ChunkSender { tx, in_flight: in_flight.clone(), drops: pipeline_drops.clone() },
+            tx: ChunkSender { tx, drops: pipeline_drops.clone() },
             stop: stop.clone(),
             malformed: malformed.clone(),
         };
@@ -224,8 +229,9 @@ impl Live {
                 malformed,
                 values,
                 agg_ids: agg_ids(&config.aggs).min(AGG_IDS),
+                ring_bytes,
             },
-            ChunkReceiver { rx, in_flight },
+            ChunkReceiver { rx },
         ))
     }
 
@@ -297,6 +303,13 @@ impl Live {
         out.pipeline_dropped = self.pipeline_drops.load(Ordering::Relaxed);
         out.malformed = self.malformed.load(Ordering::Relaxed);
         out
+    }
+
+    /// Bytes of ring buffer mapped into the host: each ring's data twice (so a record
+    /// that wraps reads in one piece) and two pages of positions. The kernel maps every
+    /// page when the ring is mapped, so all of it is resident from the start.
+    pub fn ring_bytes(&self) -> u64 {
+        self.ring_bytes
     }
 
     /// The aggregation collector's `AGG_LOSSES`, summed over CPUs, for the ids in use.
@@ -397,14 +410,7 @@ impl Globals {
 /// allocation of a run (about 16 MiB), so there is one. The globals of a collector stay
 /// set for the next ones: those every collector has must exist, the others may not.
 fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals) -> Result<Ebpf, CollectError> {
-    let ring = match c {
-        Collector::Syscalls => RING_BYTES,
-        Collector::Proc => PROC_RING_BYTES,
-        Collector::File => FILE_RING_BYTES,
-        // Nothing is streamed; the smallest ring there is (a page).
-        Collector::Agg => 4096,
-        _ => SMALL_RING_BYTES,
-    };
+    let ring = ring_size(c);
     loader
         .map_max_entries("EVENTS", ring)
         .map_max_entries("AGG_VALUES", VALUES_MAX)
@@ -430,6 +436,18 @@ fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals) -> Result
         Collector::Agg => AGG_OBJ,
     };
     loader.load(bytes).map_err(|e| CollectError::Load { collector: c, reason: format!("{e:#}") })
+}
+
+/// Bytes of collector `c`'s ring buffer.
+fn ring_size(c: Collector) -> u32 {
+    match c {
+        Collector::Syscalls => RING_BYTES,
+        Collector::Proc => PROC_RING_BYTES,
+        Collector::File => FILE_RING_BYTES,
+        // Nothing is streamed; the smallest ring there is (a page).
+        Collector::Agg => 4096,
+        _ => SMALL_RING_BYTES,
+    }
 }
 
 fn map_of<'a>(c: Collector, obj: &'a mut Ebpf, map: &'static str) -> Result<&'a mut aya::maps::Map, CollectError> {
@@ -867,11 +885,10 @@ impl Drainer {
 }
 
 /// The drain thread's end of the pipeline. It never drops: past [`BYTES_IN_FLIGHT`]
-/// unconsumed bytes the thread stops draining ([`ChunkSender::wait_for_room`]), the
-/// rings fill, and the kernel counts the events it cannot write in their probes' rows.
+/// queued bytes the thread stops draining ([`ChunkSender::wait_for_room`]), the rings
+/// fill, and the kernel counts the events it cannot write in their probes' rows.
 struct ChunkSender {
-    tx: Sender<Chunk>,
-    in_flight: Arc<AtomicU64>,
+    tx: super::queue::QueueSender,
     drops: Arc<AtomicU64>,
 }
 
@@ -880,38 +897,32 @@ impl ChunkSender {
     /// is gone.
     fn send(&self, chunk: &mut Chunk) {
         let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
-        let (records, bytes) = (full.records, full.bytes.len() as u64);
-        self.in_flight.fetch_add(bytes, Ordering::Relaxed);
-        if self.tx.send(full).is_err() {
-            self.in_flight.fetch_sub(bytes, Ordering::Relaxed);
-            self.drops.fetch_add(records, Ordering::Relaxed);
+        if let Err(lost) = self.tx.send(full) {
+            self.drops.fetch_add(lost.records, Ordering::Relaxed);
         }
     }
 
-    /// Backpressure: wait while the pipeline is more than [`BYTES_IN_FLIGHT`] behind.
+    /// Backpressure: wait while the pipeline is [`BYTES_IN_FLIGHT`] or more behind.
     /// Returns at once when stopping, since the pipeline then waits for this thread's
     /// last drain instead of consuming (`Live::stop`), and when the pipeline is gone.
     fn wait_for_room(&self, stop: &AtomicBool) {
-        while self.in_flight.load(Ordering::Relaxed) >= BYTES_IN_FLIGHT
-            && !stop.load(Ordering::Relaxed)
-            && Arc::strong_count(&self.in_flight) > 1
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        self.tx.wait_for_room(stop);
     }
 }
 
 /// The pipeline's end: chunks in the order the rings gave them.
 pub struct ChunkReceiver {
-    rx: Receiver<Chunk>,
-    in_flight: Arc<AtomicU64>,
+    rx: super::queue::QueueReceiver,
 }
 
 impl ChunkReceiver {
     /// The next chunk, waiting up to `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Chunk, std::sync::mpsc::RecvTimeoutError> {
-        let chunk = self.rx.recv_timeout(timeout)?;
-        self.in_flight.fetch_sub(chunk.bytes.len() as u64, Ordering::Relaxed);
-        Ok(chunk)
+        self.rx.recv_timeout(timeout)
+    }
+
+    /// The most bytes of chunks queued at once, in resident pages.
+    pub fn peak_bytes(&self) -> u64 {
+        self.rx.peak_bytes()
     }
 }

@@ -8,6 +8,7 @@ pub mod live;
 pub mod map_sizes;
 pub mod overload;
 pub mod probes;
+pub mod queue;
 pub mod recording;
 pub mod rows;
 pub mod table;

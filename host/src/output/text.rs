@@ -338,12 +338,19 @@ pub(super) fn accounting(report: &crate::accounting::Accounting) -> Vec<String> 
     if let Some(c) = &report.collectors {
         lines.extend(collector_cost(c));
     }
-    if report.host.peak_rss_bytes > 0 {
-        lines.push(format!(
-            "  host: resident {} MiB, peak {} MiB",
-            report.host.rss_bytes >> 20,
-            report.host.peak_rss_bytes >> 20
-        ));
+    let host = &report.host;
+    if host.peak_rss_bytes > 0 {
+        lines.push(format!("  host: resident {} MiB, peak {} MiB", host.rss_bytes >> 20, host.peak_rss_bytes >> 20));
+        if host.ring_bytes + host.queue_peak_bytes + host.plugin_memory_peak_bytes > 0 {
+            let mib = |b: u64| format!("{:.1}", b as f64 / f64::from(1u32 << 20));
+            lines.push(format!(
+                "    peak by part, MiB: rings {}, event queue {}, plugin memories {}, the rest (code, heap, start-up) {}",
+                mib(host.ring_bytes),
+                mib(host.queue_peak_bytes),
+                mib(host.plugin_memory_peak_bytes),
+                mib(host.rest_bytes())
+            ));
+        }
     }
     lines
 }

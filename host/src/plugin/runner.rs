@@ -11,6 +11,8 @@ pub struct Runner {
     pub(super) params: Vec<types::Param>,
     pub(super) limits: Limits,
     pub(super) instance: Option<Instance>,
+    /// The most linear memory and tables one of its instances held.
+    pub(super) memory_peak: u64,
     pub(super) life: Life,
     /// Faults in a row that came before the plugin completed a call.
     pub(super) crash_streak: u32,
@@ -84,6 +86,7 @@ impl Runner {
             params: params.to_vec(),
             limits,
             instance: Some(instance),
+            memory_peak: 0,
             life: Life::Running { since_ns: 0, ok_calls: 0 },
             crash_streak: 0,
             backoff_exp: 0,

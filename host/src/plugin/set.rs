@@ -361,6 +361,12 @@ impl PluginSet {
         self.runners.iter().map(|r| r.stats(kernel, &self.table)).collect()
     }
 
+    /// The plugins' memories at their largest, summed (each instance's linear memory and
+    /// tables, as granted).
+    pub fn memory_peak_bytes(&self) -> u64 {
+        self.runners.iter().map(|r| r.memory_peak).sum()
+    }
+
     pub fn any_disabled(&self) -> bool {
         self.runners.iter().any(|r| r.stats.disabled.is_some())
     }

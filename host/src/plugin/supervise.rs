@@ -85,6 +85,9 @@ pub(super) const HEALTHY_LIFE: Duration = Duration::from_secs(10);
 impl Runner {
     /// Account for a call's result: output, budget, fault.
     pub(super) fn after_call<R>(&mut self, res: Result<R, Fault>, out: &mut Output, clock: &Clock) -> Option<R> {
+        if let Some(inst) = &self.instance {
+            self.memory_peak = self.memory_peak.max(inst.memory_bytes());
+        }
         match res {
             Ok(r) => {
                 if let Life::Running { ok_calls, .. } = &mut self.life {

@@ -548,6 +548,11 @@ impl Instance {
         self.store.data_mut().host.symbolize.scope = scope;
     }
 
+    /// Bytes of linear memory and tables the instance holds (they never shrink).
+    pub fn memory_bytes(&self) -> u64 {
+        self.store.data().limits.used() as u64
+    }
+
     /// Set the time `monotonic-ns`/`wall-ns` report (replay drives it from the recording).
     pub fn set_clock(&mut self, clock: Clock) {
         self.store.data_mut().host.clock = clock;

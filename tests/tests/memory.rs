@@ -1,0 +1,70 @@
+//! Memory that follows the work: a streaming run at full speed stays within a bound,
+//! because records wait in the rings (counted if they do not fit) rather than in an
+//! unbounded heap, and `--stats` tells the host's peak by part. Live: needs root and
+//! BPF; in CI it runs and must pass.
+
+use std::process::Stdio;
+
+use serde_json::Value as Json;
+use wasmtap_tests::*;
+
+/// The bound on the host's peak resident memory for an open storm streamed by opensnoop.
+const PEAK_MIB: u64 = 64;
+const OPENS: u64 = 200_000;
+
+fn u(v: &Json) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let path = target_dir().join("memory-open-storm.json");
+    let out = std::fs::File::create(&path).expect("output file");
+    let cmd = format!("{} {OPENS} /etc/hostname", workload("open_storm").display());
+    // Budgets lifted as a user streaming at full rate would, and a deadline long
+    // enough for a loaded machine: only the pipeline's memory is under test.
+    let o = wasmtap()
+        .args(["run", "opensnoop", "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"])
+        .args(["-o", "json", "-c", &cmd])
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("spawn wasmtap");
+    let err = stderr(&o);
+    assert!(err.contains(&format!("opens {OPENS}")), "the workload ran: {err}");
+    let text = std::fs::read_to_string(&path).expect("output");
+    let _ = std::fs::remove_file(&path);
+    let acct = text
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+        .find(|v| v["type"] == "accounting")
+        .expect("accounting");
+    let acct = &acct["data"];
+    let host = &acct["host"];
+
+    // The bound, and the parts --stats names.
+    let peak = u(&host["peak_rss_bytes"]);
+    assert!(peak <= PEAK_MIB << 20, "peak RSS {} MiB over {PEAK_MIB} MiB: {host}", peak >> 20);
+    assert_eq!(u(&host["ring_bytes"]), 2 * (8 << 20) + 2 * 4096, "the file ring, mapped twice: {host}");
+    assert!(u(&host["queue_peak_bytes"]) <= (24 << 20) + (260 << 10), "the queue's bound: {host}");
+    let plugins = u(&host["plugin_memory_peak_bytes"]);
+    assert!(plugins > 0 && plugins <= 64 << 20, "opensnoop's memory: {host}");
+
+    // Nothing lost in the host; what the ring could not hold, if anything, is counted.
+    let open = &acct["kernel"]["kinds"]["open"];
+    let (emitted, ring_full) = (u(&open["emitted"]), u(&open["dropped"]));
+    let plugin = &acct["plugins"][0];
+    assert_eq!(u(&plugin["delivered"]), emitted, "{plugin}");
+    assert_eq!(u(&plugin["dropped"]), 0, "{plugin}");
+    let rows = text.lines().filter(|l| l.contains("\"type\":\"row\"") && l.contains("/etc/hostname")).count() as u64;
+    if ring_full == 0 {
+        assert_eq!(rows, OPENS, "every open a row");
+    } else {
+        assert!(rows <= OPENS && rows + ring_full >= OPENS, "rows {rows} + ring-full {ring_full} account for {OPENS}");
+    }
+}
