@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * agg: aggregations computed in the kernel (DESIGN.md §2). No event leaves the kernel;
+ * agg: aggregations computed in the kernel (docs/aggregations.md). No event leaves the kernel;
  * each probe site runs the actions the host configured in AGG_SITES: count, sum, min,
  * max or a log2/linear histogram of a value, keyed by up to four parts (comm, pid, tid,
  * uid, cgroup, syscall number, a field of the probe), or the latency between a

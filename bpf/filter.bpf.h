@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * What every collector shares: the ring buffer, the per-CPU counters, and the
- * kernel-side filters the host configures before attaching (DESIGN.md §2):
+ * kernel-side filters the host configures before attaching (docs/architecture.md):
  * its own tgid excluded, a target process set that follows forks (-p / -c),
  * uid and comm sets. Each collector is a separate object, so each has its own
  * copy of these maps; the host writes the same configuration into all of them.

@@ -181,7 +181,7 @@ struct wt_stack_counts {
 	__u32 reserved;
 };
 
-/* Per-subscription comparisons evaluated in the kernel, ANDed (DESIGN.md §2). */
+/* Per-subscription comparisons evaluated in the kernel, ANDed (docs/architecture.md). */
 enum wt_op {
 	WT_OP_EQ = 1,
 	WT_OP_NE = 2,

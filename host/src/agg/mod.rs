@@ -1,4 +1,4 @@
-//! Kernel aggregations (DESIGN.md §2): what a plugin declares in `plan.aggregations`
+//! Kernel aggregations (docs/aggregations.md): what a plugin declares in `plan.aggregations`
 //! instead of streaming events. Each is compiled into actions for the aggregation
 //! collector (`bpf/agg.bpf.c`), which updates a per-CPU hash and streams nothing. When
 //! events are recorded or replayed, the same actions run here over the records
