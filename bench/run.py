@@ -91,6 +91,7 @@ class Tracer:
     def __init__(self, cmd, ready, name):
         # The child writes through its own file descriptions; reading through others
         # (by path) leaves its file offset alone.
+        self.name = name
         self.out_path, self.err_path = os.path.join(TMP, f"{name}.out"), os.path.join(TMP, f"{name}.err")
         self.out, self.err = open(self.out_path, "wb"), open(self.err_path, "wb")
         self.t0 = time.monotonic()
@@ -127,7 +128,18 @@ class Tracer:
         peak = self.peak_rss_mib()
         t = time.monotonic()
         self.p.send_signal(signal.SIGINT)
-        _, status, ru = os.wait4(self.p.pid, 0)
+        # A tracer that does not exit within a minute is killed (and said so), so that one
+        # hang does not stall the whole suite; its measure then counts the minute.
+        while True:
+            pid, status, ru = os.wait4(self.p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - t > 60:
+                print(f"bench: {self.name} did not exit within 60 s of SIGINT; killed", file=sys.stderr)
+                self.p.kill()
+                _, status, ru = os.wait4(self.p.pid, 0)
+                break
+            time.sleep(0.01)
         self.p.returncode = os.waitstatus_to_exitcode(status)
         return time.monotonic() - t, peak, ru.ru_utime + ru.ru_stime
 
