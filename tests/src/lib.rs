@@ -93,6 +93,11 @@ pub fn map_value(text: &str, map: &str, key: &str) -> Option<i64> {
     text.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok())
 }
 
+/// A JSON count, or a failure naming what was there instead.
+pub fn u(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
 /// Parse NDJSON output into values, failing on any line that is not JSON.
 pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}"))).collect()

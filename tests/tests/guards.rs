@@ -22,10 +22,6 @@ fn costly_run(extra: &[&str]) -> std::process::Output {
     run(c.args(extra))
 }
 
-fn u(v: &Json) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
 #[test]
 fn collectors_over_max_kernel_cpu_stop_the_run_saying_so() {
     if !require_root() {

@@ -3,12 +3,7 @@
 //! so while it happens. The maps are shrunk with `WASMTAP_MAP_ENTRIES` so that a small
 //! workload fills them. Live tests need root and BPF: in CI they run and must pass.
 
-use serde_json::Value as Json;
 use wasmtap_tests::*;
-
-fn u(v: &Json) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
 
 /// Children alive at once, and getppid calls each makes.
 const CHILDREN: u64 = 100;

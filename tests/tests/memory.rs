@@ -12,10 +12,6 @@ use wasmtap_tests::*;
 const PEAK_MIB: u64 = 64;
 const OPENS: u64 = 200_000;
 
-fn u(v: &Json) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
 #[test]
 fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid() {
     if !require_root() {

@@ -14,10 +14,6 @@ fn plugin<'a>(acct: &'a Json, name: &str) -> &'a Json {
     acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
 }
 
-fn u(v: &Json) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
 /// The `@syscall` count of getppid that syscount printed.
 fn getppid_count(lines: &[Json]) -> u64 {
     let map = lines.iter().find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some()).expect("@syscall map");
