@@ -18,9 +18,9 @@
 //! | 1 | [`wit`], [`clock`], [`limits`], [`private`], [`privilege`], [`symbolize`], [`watchdog`] | the contract's types, the plugin's clock, limits and fault kinds, private files, capabilities, symbols, the run's watchdog |
 //! | 0 | [`sys`] | system calls |
 //!
-//! `unsafe` is denied everywhere but in [`sys`], and in two audited calls that say why:
-//! loading a cached compiled plugin (`sandbox::cache`) and naming a function of the host
-//! in a symbolizer test.
+//! `unsafe` is denied everywhere but in [`sys`] and in `sandbox/cache/deserialize.rs`, whose
+//! one call loads a compiled plugin the cache has proven it wrote. Every `unsafe` block
+//! there carries a `SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is denied).
 
 pub mod accounting;
 pub mod agg;

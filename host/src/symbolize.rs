@@ -482,12 +482,12 @@ not a maps line
         assert_eq!(frame.display(), "spin_here+0x1a (x.c:21)");
     }
 
-    // `no_mangle` counts as unsafe code (a clashing name would be undefined behaviour); this
-    // name is unique, and the test needs a symbol whose name it knows exactly.
-    #[allow(unsafe_code)]
+    // A function whose name the test knows. Its symbol is mangled or a demangled path
+    // (`wasmtap::symbolize::tests::wasmtap_symbolize_probe`), so tests look for the name in it.
     #[inline(never)]
-    #[no_mangle]
-    extern "C" fn wasmtap_symbolize_probe() {}
+    fn wasmtap_symbolize_probe() {
+        std::hint::black_box(());
+    }
 
     #[test]
     fn names_a_function_of_this_process() {
@@ -496,7 +496,8 @@ not a maps line
         let mut symbols = Symbolizer::new();
         symbols.observe(pid);
         let frames = symbols.user(pid, &[addr]);
-        assert_eq!((frames[0].symbol.as_str(), frames[0].offset), ("wasmtap_symbolize_probe", 0), "{frames:?}");
+        assert!(frames[0].symbol.contains("wasmtap_symbolize_probe"), "{frames:?}");
+        assert_eq!(frames[0].offset, 0, "{frames:?}");
         assert_eq!(frames[0].module, std::env::current_exe().unwrap().to_str().unwrap());
     }
 
@@ -527,11 +528,11 @@ not a maps line
             fill_unnamed(&symbols.blaze, &src, wrap, &mut frames, &[0], &[offset]);
             frames[0].symbol.clone()
         };
-        assert_eq!(name(symbols), "wasmtap_symbolize_probe");
+        assert!(name(symbols).contains("wasmtap_symbolize_probe"), "{}", name(symbols));
         // The owner truncates the binary while blazesym holds it. A map of the original loses
         // its pages (SIGBUS for a read that was under way); the copy keeps answering.
         fs::File::options().write(true).open(&bin).unwrap().set_len(0).unwrap();
-        assert_eq!(name(symbols), "wasmtap_symbolize_probe");
+        assert!(name(symbols).contains("wasmtap_symbolize_probe"), "{}", name(symbols));
         fs::remove_dir_all(&dir).ok();
     }
 

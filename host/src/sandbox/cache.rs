@@ -30,6 +30,8 @@
 //! # }
 //! ```
 
+mod deserialize;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::{DirBuilder, File, Metadata, OpenOptions};
@@ -287,15 +289,7 @@ fn read_entry(engine: &Engine, path: &Path, name: &str) -> Result<Option<Compone
     let mut entry = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut entry).map_err(|e| invalid(&e))?;
     let payload = decode_entry(&entry, name).map_err(|why| invalid(&why))?;
-    // SAFETY: `Component::deserialize` requires bytes produced by `Component::serialize` or
-    // `Engine::precompile_component` of a compatible wasmtime. The payload was written by
-    // `store_entry` from `Component::serialize`; the checksum just verified shows it is
-    // unchanged since; the file and its directory belong to the effective uid and are not
-    // writable by anyone else (checked by `open_dir` and `ours`), so no other user could have
-    // planted it with a matching checksum. Wasmtime itself rejects payloads of another
-    // version or engine configuration with an error.
-    #[allow(unsafe_code)]
-    let component = unsafe { Component::deserialize(engine, payload) };
+    let component = deserialize::component(engine, deserialize::Proven::after_checks(payload));
     component.map(Some).map_err(|e| invalid(&format_args!("wasmtime refused it: {e}")))
 }
 

@@ -133,6 +133,8 @@ fn the_dispatch_filter_refuses_on_its_thread_only() {
             ]
         };
         let inherited;
+        // SAFETY: plain system calls on valid pointers: `fds` is a live array of two, the
+        // buffers outlive the calls, and every fd passed was opened here.
         let allowed: Seen = unsafe {
             let mut seen: Seen = Vec::new();
             seen.push(("pipe2", errno(libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) as _)));
