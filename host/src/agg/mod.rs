@@ -14,9 +14,10 @@ use crate::collect::agg::{
     KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, ACTIONS_PER_SITE, ACTION_BYTES, KEYS_MAX, SITES_MAX,
     SITE_DATA, SITE_TASKS, VALUES_MAX,
 };
+use crate::collect::fields::{self, FieldLoc};
 use crate::collect::live::{preds_bytes, KernelFilter};
 use crate::collect::probes::{self, ProbeSpec};
-use crate::collect::table::{self, FieldLoc, Pred, Source, KERNEL_PREDS_MAX, NR_SYSCALLS};
+use crate::collect::table::{Pred, Source, KERNEL_PREDS_MAX, NR_SYSCALLS};
 use crate::wit::types;
 
 /// Kernel aggregations per plugin.
@@ -262,26 +263,12 @@ fn probe(name: &str, source: &Source<'_>) -> Result<Probe, String> {
     let spec = probes::parse(name).map_err(|e| e.to_string())?;
     match spec {
         ProbeSpec::Syscall { kind, nr } => {
-            let args: Vec<String> = match (kind, nr) {
+            let names: Vec<String> = match (kind, nr) {
                 (Kind::SysEnter, Some(nr)) => source.syscall_args(nr),
-                _ => (0..6).map(|i| format!("arg{i}")).collect(),
+                _ => Vec::new(),
             };
             let exit = kind == Kind::SysExit;
-            let fields = move |field: &str| -> Result<FieldLoc, String> {
-                if exit {
-                    return match field {
-                        "ret" => Ok(FieldLoc { off: 8, size: 8, signed: true }),
-                        _ => Err(format!("syscall exits have one field, `ret`, not `{field}`")),
-                    };
-                }
-                let i = field
-                    .strip_prefix("arg")
-                    .and_then(|n| n.parse::<u16>().ok())
-                    .filter(|i| *i < 6)
-                    .or_else(|| args.iter().position(|n| n == field).map(|i| i as u16))
-                    .ok_or_else(|| format!("no argument `{field}` (it has: {})", args.join(", ")))?;
-                Ok(FieldLoc { off: 8 + 8 * i, size: 8, signed: false })
-            };
+            let fields = move |field: &str| fields::syscall_value(kind, &names, field).map(|v| v.in_context());
             let site = if exit { SiteAttach::SysExit } else { SiteAttach::SysEnter };
             Ok(Probe { site, nr, kind, fields: Box::new(fields) })
         }
@@ -289,7 +276,7 @@ fn probe(name: &str, source: &Source<'_>) -> Result<Probe, String> {
             let format = source.tracepoint(&category, &tp)?;
             let site = SiteAttach::Tracepoint { id: format.id, name: format!("{category}:{tp}") };
             let fields = move |field: &str| -> Result<FieldLoc, String> {
-                let loc = table::tracepoint_field(&format, field)?;
+                let loc = fields::tracepoint_field(&format, field)?;
                 if loc.off < 8 {
                     return Err(format!(
                         "`{field}` is a common field, not readable in the kernel; use the pid, tid or comm keys"
@@ -341,7 +328,7 @@ fn preds(f: &types::Filter, p: &Probe) -> Result<Vec<Pred>, String> {
     if f.predicates.len() > KERNEL_PREDS_MAX {
         return Err(format!("at most {KERNEL_PREDS_MAX} comparisons run in the kernel"));
     }
-    crate::collect::table::compile_preds(&f.predicates, |name| (p.fields)(name))
+    fields::compile_preds(&f.predicates, |name| (p.fields)(name))
 }
 
 /// Compile aggregation `wire` of a plan as id `id`, resolving its probes in `source`.

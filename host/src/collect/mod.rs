@@ -4,9 +4,11 @@
 pub mod agg;
 pub mod cgroup;
 pub mod elf;
+pub mod fields;
 pub mod live;
 pub mod map_sizes;
 pub mod overload;
+pub mod plan;
 pub mod probes;
 pub mod queue;
 pub mod recording;

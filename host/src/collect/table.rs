@@ -12,7 +12,7 @@ use wasmtap_abi::Kind;
 use super::elf;
 use super::probes::{ProbeError, ProbeSpec, UprobeAt};
 use super::rows;
-use super::tracefs::{self, FieldKind, Format};
+use super::tracefs::{self, Format};
 use crate::accounting::ProbeRow;
 
 /// Stacks to take: bit 0 kernel, bit 1 user (`WT_STACK_*`).
@@ -236,14 +236,6 @@ impl ProbeTable {
 /// Syscall slots in `syscall_preds` (`WT_NR_SYSCALLS`).
 pub const NR_SYSCALLS: u32 = 512;
 
-/// A field a predicate may name: where its value sits and how to read it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FieldLoc {
-    pub off: u16,
-    pub size: u8,
-    pub signed: bool,
-}
-
 /// Where probes are looked up: the live system, or a recording's table.
 pub enum Source<'a> {
     Live,
@@ -440,60 +432,15 @@ fn usdt_arg(a: &elf::UsdtArg) -> UsdtArg {
     UsdtArg { loc, size: a.size, signed: a.signed, reg_off, value }
 }
 
-/// Where a named field of a tracepoint entry sits, for a comparison.
-pub fn tracepoint_field(format: &Format, field: &str) -> Result<FieldLoc, String> {
-    let f = format.fields.iter().find(|f| f.name == field).ok_or_else(|| {
-        let names: Vec<&str> = format.fields.iter().filter(|f| !f.common).map(|f| f.name.as_str()).collect();
-        format!(
-            "tracepoint `{}:{}` has no field `{field}` (it has: {})",
-            format.category,
-            format.name,
-            names.join(", ")
-        )
-    })?;
-    match f.kind {
-        FieldKind::Signed | FieldKind::Unsigned if matches!(f.size, 1 | 2 | 4 | 8) => {
-            Ok(FieldLoc { off: f.offset as u16, size: f.size as u8, signed: f.kind == FieldKind::Signed })
-        }
-        _ => Err(format!("field `{field}` ({}) is not a number; compare it in the plugin", f.c_type)),
-    }
-}
-
 /// Wraps `e` as the probe error a plugin's subscription gets.
 pub fn probe_error(probe: &str, reason: String) -> ProbeError {
     ProbeError::Unresolved { name: probe.into(), reason }
 }
 
-/// The kernel's form of a plugin's comparisons, each field found by `locate`: at most 64.
-pub fn compile_preds(
-    preds: &[crate::wit::types::Predicate],
-    locate: impl Fn(&str) -> Result<FieldLoc, String>,
-) -> Result<Vec<Pred>, String> {
-    if preds.len() > 64 {
-        return Err("more than 64 comparisons".into());
-    }
-    preds
-        .iter()
-        .map(|p| {
-            let loc = locate(&p.field)?;
-            let op = match p.op {
-                crate::wit::types::CmpOp::Eq => Op::Eq,
-                crate::wit::types::CmpOp::Ne => Op::Ne,
-                crate::wit::types::CmpOp::Lt => Op::Lt,
-                crate::wit::types::CmpOp::Le => Op::Le,
-                crate::wit::types::CmpOp::Gt => Op::Gt,
-                crate::wit::types::CmpOp::Ge => Op::Ge,
-                crate::wit::types::CmpOp::MaskAny => Op::MaskAny,
-                crate::wit::types::CmpOp::MaskNone => Op::MaskNone,
-            };
-            Ok(Pred { off: loc.off, size: loc.size, signed: loc.signed, op, value: p.value as u64 })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collect::tracefs::FieldKind;
 
     #[test]
     fn btf_event_layouts_parse_and_match_the_collector() {

@@ -11,7 +11,6 @@
 
 mod bounds;
 pub mod params;
-mod plan;
 mod report;
 pub mod resolve;
 mod runner;
@@ -20,7 +19,6 @@ mod subs;
 mod supervise;
 pub mod symbols;
 
-use plan::*;
 pub use runner::Runner;
 pub use set::PluginSet;
 use subs::*;
@@ -38,9 +36,9 @@ use crate::agg::SharedStore;
 use crate::clock::Clock;
 use crate::collect::cgroup::{self, Cgroup};
 use crate::collect::live::KernelFilter;
+use crate::collect::plan::{Matcher, Planner, SyscallSub};
 use crate::collect::probes::{self, ProbeError, ProbeSpec};
-use crate::collect::table::{self, FieldLoc, Pred, ProbeTable, Source};
-use crate::collect::tracefs::{self, FieldKind};
+use crate::collect::table::{self, Pred, ProbeTable, Source};
 use crate::limits::{FaultKind, Limits, OnFault};
 use crate::output::Output;
 use crate::sandbox::{Fault, GuestItem, Instance, LoadedPlugin, Sandbox, SandboxError};

@@ -41,9 +41,7 @@ impl PluginSet {
     /// Builds the probe table and hands each plugin its schemas. Errors name the plugin
     /// and the probe; an optional probe that cannot be resolved is skipped with a warning.
     pub fn resolve(&mut self, source: &Source<'_>) -> Result<(), PluginError> {
-        let mut table = ProbeTable::default();
-        let mut tp_index: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let mut perf_index: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut planner = Planner::default();
         let replay = matches!(source, Source::Recorded(_));
         let in_host = replay || self.aggregate_in_host;
         if in_host {
@@ -74,14 +72,21 @@ impl PluginSet {
             for (i, sub) in r.subs.iter_mut().enumerate() {
                 let wire = &r.plan.subscriptions[i];
                 let Some(spec) = sub.spec.clone() else { continue };
-                let resolved = resolve_sub(&mut table, &mut tp_index, &mut perf_index, sub, wire, &spec, source);
-                if let Err(reason) = resolved {
-                    sub.matcher = Matcher::Nothing;
-                    if wire.optional {
-                        r.stats.warnings.push(format!("optional probe `{}` skipped: {reason}", wire.probe));
-                        continue;
+                match planner.plan(wire, &spec, sub.stacks, source) {
+                    Ok(planned) => {
+                        sub.matcher = planned.matcher;
+                        sub.preds = planned.preds;
+                        sub.pred_base = planned.pred_base;
+                        sub.schema = planned.schema;
                     }
-                    return Err(PluginError::Probe { plugin, error: table::probe_error(&wire.probe, reason) });
+                    Err(reason) => {
+                        sub.matcher = Matcher::Nothing;
+                        if wire.optional {
+                            r.stats.warnings.push(format!("optional probe `{}` skipped: {reason}", wire.probe));
+                            continue;
+                        }
+                        return Err(PluginError::Probe { plugin, error: table::probe_error(&wire.probe, reason) });
+                    }
                 }
                 if !wire.filter.cgroups.is_empty() {
                     let mut ids = BTreeSet::new();
@@ -113,8 +118,14 @@ impl PluginSet {
                 inst.set_schemas(r.schemas.clone());
             }
         }
-        self.push_down_syscall_preds(&mut table, source);
-        self.table = table;
+        let syscall_subs: Vec<SyscallSub<'_>> = self
+            .runners
+            .iter()
+            .flat_map(|r| &r.subs)
+            .map(|s| SyscallSub { matcher: &s.matcher, syscalls: s.syscalls.as_ref(), preds: &s.preds })
+            .collect();
+        planner.push_down_syscall_preds(&syscall_subs, source);
+        self.table = planner.into_table();
         self.resolve_aggregations(source, in_host)
     }
 
@@ -230,33 +241,6 @@ impl PluginSet {
             let store = s.lock().unwrap_or_else(|e| e.into_inner());
             (store.host_lost(), store.host_starts_lost())
         })
-    }
-
-    /// Comparisons on a syscall's arguments run in the kernel when every subscription that
-    /// sees that syscall asks for the same ones.
-    fn push_down_syscall_preds(&self, table: &mut ProbeTable, source: &Source<'_>) {
-        for exit in [false, true] {
-            let kind = if exit { Kind::SysExit } else { Kind::SysEnter };
-            let subs: Vec<&Sub> =
-                self.runners.iter().flat_map(|r| &r.subs).filter(|s| s.matcher == Matcher::Kind(kind)).collect();
-            if subs.iter().any(|s| s.syscalls.is_none()) {
-                continue;
-            }
-            let nrs: BTreeSet<u32> = subs.iter().flat_map(|s| s.syscalls.iter().flatten().copied()).collect();
-            for nr in nrs {
-                let covering: Vec<&&Sub> =
-                    subs.iter().filter(|s| s.syscalls.as_ref().is_some_and(|set| set.contains(&nr))).collect();
-                let first = &covering[0].preds;
-                if first.is_empty() || covering.iter().any(|s| s.preds != *first) || nr >= table::NR_SYSCALLS {
-                    continue;
-                }
-                let key = if exit { table::NR_SYSCALLS + nr } else { nr };
-                table.syscall_preds.insert(key, first.iter().take(table::KERNEL_PREDS_MAX).copied().collect());
-            }
-        }
-        if let Source::Recorded(t) = source {
-            table.syscall_args = t.syscall_args.clone();
-        }
     }
 
     /// Route every record of a chunk to the plugins, then deliver the partial batches.
@@ -391,4 +375,9 @@ impl PluginSet {
             .flat_map(|r| r.stats.warnings.iter().map(move |w| format!("{}: {w}", r.info.name)))
             .collect()
     }
+}
+
+/// The probes that start an aggregation's intervals.
+fn start_probes(a: &types::KernelAggregation) -> impl Iterator<Item = String> + '_ {
+    a.start.iter().flat_map(|s| std::iter::once(s.probe.clone()).chain(s.more.iter().map(|m| m.probe.clone())))
 }

@@ -23,20 +23,6 @@ pub(super) struct Sub {
     pub(super) schema: Option<types::ProbeSchema>,
 }
 
-/// What records a subscription takes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Matcher {
-    /// Not resolved yet, or skipped.
-    Nothing,
-    Kind(Kind),
-    Tracepoint(u32),
-    User(BTreeSet<u32>),
-    Sample(u32),
-    Interval(u64),
-    Begin,
-    End,
-}
-
 impl Sub {
     pub(super) fn kind(&self) -> Option<Kind> {
         match &self.matcher {

@@ -1,0 +1,269 @@
+//! Probe planning: each subscription's probe resolved against this system (or a
+//! recording), its comparisons compiled with the field locator ([`super::fields`]), and
+//! its part of the collectors' [`ProbeTable`], with what every subscriber agrees on
+//! pushed down into the kernel.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use wasmtap_abi::Kind;
+
+use super::fields;
+use super::probes::ProbeSpec;
+use super::table::{self, Pred, ProbeTable, Source};
+use super::tracefs::{self, FieldKind};
+use crate::wit::types;
+
+/// Which records a subscription takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Matcher {
+    /// Not planned yet, or skipped.
+    Nothing,
+    Kind(Kind),
+    Tracepoint(u32),
+    /// uprobe and USDT records by the attachment slot they carry.
+    User(BTreeSet<u32>),
+    /// perf samples by event.
+    Sample(u32),
+    Interval(u64),
+    Begin,
+    End,
+}
+
+/// One subscription, planned: which records it takes, its comparisons, and the schema
+/// its plugin is given.
+#[derive(Debug)]
+pub struct Planned {
+    pub matcher: Matcher,
+    /// Comparisons, offsets relative to `pred_base` in the record.
+    pub preds: Vec<Pred>,
+    pub pred_base: usize,
+    pub schema: Option<types::ProbeSchema>,
+}
+
+/// A planned subscription to syscalls, as the kernel push-down sees it.
+pub struct SyscallSub<'a> {
+    pub matcher: &'a Matcher,
+    /// The syscalls it takes; `None` for all.
+    pub syscalls: Option<&'a BTreeSet<u32>>,
+    pub preds: &'a [Pred],
+}
+
+/// The probes of every plugin of one run, planned into one table for the collectors.
+#[derive(Default)]
+pub struct Planner {
+    table: ProbeTable,
+    /// Tracepoint entries by (category, name), perf entries by event: one each in the table.
+    tracepoints: BTreeMap<(String, String), usize>,
+    perf: BTreeMap<u32, usize>,
+}
+
+impl Planner {
+    /// Plan one subscription to `spec` (its probe, parsed), taking stacks of `stacks`.
+    pub fn plan(
+        &mut self,
+        wire: &types::Subscription,
+        spec: &ProbeSpec,
+        stacks: u8,
+        source: &Source<'_>,
+    ) -> Result<Planned, String> {
+        let table = &mut self.table;
+        let preds = &wire.filter.predicates;
+        let schema = |fields: Vec<types::Field>, args: Vec<String>| types::ProbeSchema {
+            probe: wire.probe.clone(),
+            fields,
+            args,
+        };
+        let planned = match spec {
+            ProbeSpec::Syscall { kind, nr } => {
+                let names: Vec<String> = match nr {
+                    Some(nr) if *kind == Kind::SysEnter => {
+                        let names = source.syscall_args(*nr);
+                        table.syscall_args.insert(*nr, names.clone());
+                        names
+                    }
+                    _ => Vec::new(),
+                };
+                let locate = |f: &str| fields::syscall_value(*kind, &names, f).map(|v| v.in_record());
+                Planned {
+                    matcher: Matcher::Kind(*kind),
+                    preds: fields::compile_preds(preds, locate)?,
+                    // args[6] and ret both sit at offset 64 of their records.
+                    pred_base: wasmtap_abi::sys_enter::ARGS,
+                    schema: Some(schema(Vec::new(), names)),
+                }
+            }
+            ProbeSpec::Proc(kind) => {
+                if !preds.is_empty() {
+                    return Err("proc probes take no field comparisons; filter in the plugin".into());
+                }
+                Planned { matcher: Matcher::Kind(*kind), preds: Vec::new(), pred_base: 0, schema: None }
+            }
+            ProbeSpec::Tracepoint { category, name } => {
+                let format = source.tracepoint(category, name)?;
+                let compiled = fields::compile_preds(preds, |f| fields::tracepoint_field(&format, f))?;
+                let planned = Planned {
+                    matcher: Matcher::Tracepoint(format.id),
+                    pred_base: wasmtap_abi::tracepoint::DATA,
+                    schema: Some(schema(format.fields.iter().map(wire_field).collect(), Vec::new())),
+                    preds: compiled,
+                };
+                let key = (category.clone(), name.clone());
+                match self.tracepoints.get(&key) {
+                    Some(&i) => {
+                        let e = &mut table.tracepoints[i];
+                        e.stacks |= stacks;
+                        if e.preds != kernel_preds(&planned.preds) {
+                            e.preds.clear();
+                        }
+                    }
+                    None => {
+                        self.tracepoints.insert(key, table.tracepoints.len());
+                        let preds = kernel_preds(&planned.preds);
+                        table.tracepoints.push(table::TracepointEntry { format, stacks, preds });
+                    }
+                }
+                planned
+            }
+            ProbeSpec::Uprobe { .. } | ProbeSpec::Usdt { .. } => {
+                let ret = matches!(spec, ProbeSpec::Uprobe { ret: true, .. });
+                let sites = source.user_sites(&wire.probe, spec)?;
+                let nargs = match spec {
+                    ProbeSpec::Usdt { .. } => sites.first().and_then(|s| s.usdt.as_ref()).map_or(0, |a| a.len()),
+                    _ if ret => 0,
+                    _ => 6,
+                };
+                let args: Vec<String> =
+                    if ret { vec!["retval".to_string()] } else { (0..nargs).map(|i| format!("arg{i}")).collect() };
+                let compiled = fields::compile_preds(preds, |f| fields::user_value(&args, f))?;
+                let mut slots = BTreeSet::new();
+                for site in sites {
+                    if let Some(slot) = site.recorded_slot {
+                        slots.insert(slot);
+                        continue;
+                    }
+                    if table.user.len() >= table::USER_SLOTS_MAX {
+                        return Err(format!("more than {} uprobe and USDT attachments", table::USER_SLOTS_MAX));
+                    }
+                    slots.insert(table.user.len() as u32);
+                    table.user.push(table::UserSlot {
+                        probe: wire.probe.clone(),
+                        path: site.path,
+                        offset: site.offset,
+                        ret,
+                        usdt: site.usdt,
+                        semaphore: site.semaphore,
+                        stacks,
+                        preds: kernel_preds(&compiled),
+                    });
+                }
+                Planned {
+                    matcher: Matcher::User(slots),
+                    preds: compiled,
+                    pred_base: 0,
+                    schema: Some(schema(Vec::new(), args)),
+                }
+            }
+            ProbeSpec::Profile { .. } | ProbeSpec::Software { .. } => {
+                let (event, name, freq, period) = match spec {
+                    ProbeSpec::Profile { hz } => (0, "cpu-clock".to_string(), Some(*hz), 0),
+                    ProbeSpec::Software { event, period } => (event.config, event.name.to_string(), None, *period),
+                    _ => unreachable!(),
+                };
+                let compiled = fields::compile_preds(preds, fields::sample_field)?;
+                match self.perf.get(&event) {
+                    Some(&i) => {
+                        let e = &mut table.perf[i];
+                        if e.freq != freq || e.period != period {
+                            return Err(format!(
+                                "`{}` asks for a different rate than another subscription to {name}",
+                                wire.probe
+                            ));
+                        }
+                        e.stacks |= stacks;
+                        if e.preds != kernel_preds(&compiled) {
+                            e.preds.clear();
+                        }
+                    }
+                    None => {
+                        self.perf.insert(event, table.perf.len());
+                        let preds = kernel_preds(&compiled);
+                        table.perf.push(table::PerfEntry { event, name, freq, period, stacks, preds });
+                    }
+                }
+                Planned {
+                    matcher: Matcher::Sample(event),
+                    preds: compiled,
+                    pred_base: 0,
+                    schema: Some(schema(Vec::new(), Vec::new())),
+                }
+            }
+            ProbeSpec::Interval { period_ns } => {
+                Planned { matcher: Matcher::Interval(*period_ns), preds: Vec::new(), pred_base: 0, schema: None }
+            }
+            ProbeSpec::Begin => Planned { matcher: Matcher::Begin, preds: Vec::new(), pred_base: 0, schema: None },
+            ProbeSpec::End => Planned { matcher: Matcher::End, preds: Vec::new(), pred_base: 0, schema: None },
+        };
+        if stacks != 0 && !matches!(planned.matcher, Matcher::Tracepoint(_) | Matcher::User(_) | Matcher::Sample(_)) {
+            return Err("stacks are recorded for tracepoint, uprobe, USDT, profile and software probes only".into());
+        }
+        Ok(planned)
+    }
+
+    /// Push syscall comparisons into the kernel where every subscriber of a syscall has
+    /// the same ones: the collector then drops what no subscriber would take. A
+    /// subscription to every syscall of a direction keeps that direction in the host.
+    pub fn push_down_syscall_preds(&mut self, subs: &[SyscallSub<'_>], source: &Source<'_>) {
+        for exit in [false, true] {
+            let kind = if exit { Kind::SysExit } else { Kind::SysEnter };
+            let subs: Vec<&SyscallSub<'_>> = subs.iter().filter(|s| *s.matcher == Matcher::Kind(kind)).collect();
+            if subs.iter().any(|s| s.syscalls.is_none()) {
+                continue;
+            }
+            let nrs: BTreeSet<u32> = subs.iter().flat_map(|s| s.syscalls.into_iter().flatten().copied()).collect();
+            for nr in nrs {
+                let covering: Vec<&&SyscallSub<'_>> =
+                    subs.iter().filter(|s| s.syscalls.is_some_and(|set| set.contains(&nr))).collect();
+                let first = covering[0].preds;
+                if first.is_empty() || covering.iter().any(|s| s.preds != first) || nr >= table::NR_SYSCALLS {
+                    continue;
+                }
+                let key = if exit { table::NR_SYSCALLS + nr } else { nr };
+                self.table.syscall_preds.insert(key, kernel_preds(first));
+            }
+        }
+        if let Source::Recorded(t) = source {
+            self.table.syscall_args = t.syscall_args.clone();
+        }
+    }
+
+    /// The table the collectors are configured with.
+    pub fn into_table(self) -> ProbeTable {
+        self.table
+    }
+}
+
+/// The comparisons the collectors can evaluate: the first few.
+fn kernel_preds(preds: &[Pred]) -> Vec<Pred> {
+    preds.iter().take(table::KERNEL_PREDS_MAX).copied().collect()
+}
+
+/// A tracefs field as the contract describes it to plugins.
+pub fn wire_field(f: &tracefs::Field) -> types::Field {
+    let kind = match f.kind {
+        FieldKind::Signed => types::FieldType::Signed,
+        FieldKind::Unsigned => types::FieldType::Unsigned,
+        FieldKind::Text => types::FieldType::Text,
+        FieldKind::DynamicText => types::FieldType::DynamicText,
+        FieldKind::DynamicBytes => types::FieldType::DynamicBytes,
+        FieldKind::Array => types::FieldType::Array,
+    };
+    types::Field {
+        name: f.name.clone(),
+        c_type: f.c_type.clone(),
+        kind,
+        offset: f.offset,
+        size: f.size,
+        count: f.count,
+        signed: f.signed,
+    }
+}
