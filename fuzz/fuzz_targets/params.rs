@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
                 })
                 .collect();
             let raw: Vec<RawParam> = raw.split(',').filter_map(|r| r.parse().ok()).collect();
-            match params::resolve("fz", &specs, &raw) {
+            match params::bind("fz", &specs, &raw) {
                 Ok(values) => assert_eq!(values.len(), specs.len()),
                 Err(e) => assert!(e.to_string().contains("fz"), "{e}"),
             }

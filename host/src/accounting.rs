@@ -303,7 +303,7 @@ impl LossReason {
 
 /// A kernel counter row: the finest probe a collector counts by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ProbeRow {
+pub enum CounterRow {
     /// A record kind with no finer row: exec, fork, exit, or a syscall id out of range.
     Kind(Kind),
     /// A syscall entry, by syscall id.
@@ -318,30 +318,30 @@ pub enum ProbeRow {
     Perf(u32),
 }
 
-impl ProbeRow {
+impl CounterRow {
     /// The kind of the records counted in this row.
     pub fn kind(self) -> Kind {
         match self {
-            ProbeRow::Kind(k) => k,
-            ProbeRow::SysEnter(_) => Kind::SysEnter,
-            ProbeRow::SysExit(_) => Kind::SysExit,
-            ProbeRow::Tracepoint(_) => Kind::Tracepoint,
-            ProbeRow::User(_) => Kind::User,
-            ProbeRow::Perf(_) => Kind::Sample,
+            CounterRow::Kind(k) => k,
+            CounterRow::SysEnter(_) => Kind::SysEnter,
+            CounterRow::SysExit(_) => Kind::SysExit,
+            CounterRow::Tracepoint(_) => Kind::Tracepoint,
+            CounterRow::User(_) => Kind::User,
+            CounterRow::Perf(_) => Kind::Sample,
         }
     }
 }
 
 /// `exec`, `sys_enter:110`, `tracepoint:3`, `user:0`, `perf:1`: the row's key in reports.
-impl fmt::Display for ProbeRow {
+impl fmt::Display for CounterRow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProbeRow::Kind(k) => f.write_str(kind_name(*k)),
-            ProbeRow::SysEnter(nr) => write!(f, "sys_enter:{nr}"),
-            ProbeRow::SysExit(nr) => write!(f, "sys_exit:{nr}"),
-            ProbeRow::Tracepoint(slot) => write!(f, "tracepoint:{slot}"),
-            ProbeRow::User(slot) => write!(f, "user:{slot}"),
-            ProbeRow::Perf(slot) => write!(f, "perf:{slot}"),
+            CounterRow::Kind(k) => f.write_str(kind_name(*k)),
+            CounterRow::SysEnter(nr) => write!(f, "sys_enter:{nr}"),
+            CounterRow::SysExit(nr) => write!(f, "sys_exit:{nr}"),
+            CounterRow::Tracepoint(slot) => write!(f, "tracepoint:{slot}"),
+            CounterRow::User(slot) => write!(f, "user:{slot}"),
+            CounterRow::Perf(slot) => write!(f, "perf:{slot}"),
         }
     }
 }
@@ -351,21 +351,21 @@ impl fmt::Display for ProbeRow {
 #[error("unknown counter row `{0}`")]
 pub struct BadProbeRow(pub String);
 
-impl FromStr for ProbeRow {
+impl FromStr for CounterRow {
     type Err = BadProbeRow;
 
-    fn from_str(s: &str) -> Result<ProbeRow, BadProbeRow> {
+    fn from_str(s: &str) -> Result<CounterRow, BadProbeRow> {
         let bad = || BadProbeRow(s.to_string());
         let Some((class, n)) = s.split_once(':') else {
-            return Kind::ALL.into_iter().find(|k| kind_name(*k) == s).map(ProbeRow::Kind).ok_or_else(bad);
+            return Kind::ALL.into_iter().find(|k| kind_name(*k) == s).map(CounterRow::Kind).ok_or_else(bad);
         };
         let n: u32 = n.parse().map_err(|_| bad())?;
         match class {
-            "sys_enter" => Ok(ProbeRow::SysEnter(n)),
-            "sys_exit" => Ok(ProbeRow::SysExit(n)),
-            "tracepoint" => Ok(ProbeRow::Tracepoint(n)),
-            "user" => Ok(ProbeRow::User(n)),
-            "perf" => Ok(ProbeRow::Perf(n)),
+            "sys_enter" => Ok(CounterRow::SysEnter(n)),
+            "sys_exit" => Ok(CounterRow::SysExit(n)),
+            "tracepoint" => Ok(CounterRow::Tracepoint(n)),
+            "user" => Ok(CounterRow::User(n)),
+            "perf" => Ok(CounterRow::Perf(n)),
             _ => Err(bad()),
         }
     }
@@ -377,10 +377,10 @@ pub struct KernelCounters {
     /// Per record kind: the sum of the kind's rows in `probes`.
     #[serde(with = "kind_map")]
     pub kinds: BTreeMap<Kind, KindCounters>,
-    /// Per probe (nonzero rows only), keyed by [`ProbeRow`]'s string; recordings made
+    /// Per probe (nonzero rows only), keyed by [`CounterRow`]'s string; recordings made
     /// before rows existed have none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "row_map")]
-    pub probes: BTreeMap<ProbeRow, KindCounters>,
+    pub probes: BTreeMap<CounterRow, KindCounters>,
     /// Records lost between the ring buffer and the plugins (pipeline full).
     pub pipeline_dropped: u64,
     /// Records the host refused as malformed.
@@ -409,7 +409,7 @@ pub struct AggLosses {
 
 impl KernelCounters {
     /// Add the counts of one row: to the row and to its kind's total.
-    pub fn add_probe(&mut self, row: ProbeRow, counts: KindCounters) {
+    pub fn add_probe(&mut self, row: CounterRow, counts: KindCounters) {
         if counts == KindCounters::default() {
             return;
         }
@@ -508,11 +508,11 @@ mod row_map {
     use super::*;
     use serde::{Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(m: &BTreeMap<ProbeRow, KindCounters>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(m: &BTreeMap<CounterRow, KindCounters>, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(m.iter().map(|(row, v)| (row.to_string(), v)))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<ProbeRow, KindCounters>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<CounterRow, KindCounters>, D::Error> {
         let named: BTreeMap<String, KindCounters> = BTreeMap::deserialize(d)?;
         named.into_iter().map(|(name, v)| name.parse().map(|row| (row, v)).map_err(serde::de::Error::custom)).collect()
     }
@@ -525,30 +525,30 @@ mod tests {
     #[test]
     fn probe_rows_print_and_parse_back() {
         let rows = [
-            ProbeRow::Kind(Kind::Exec),
-            ProbeRow::Kind(Kind::SysEnter),
-            ProbeRow::SysEnter(110),
-            ProbeRow::SysExit(0),
-            ProbeRow::Tracepoint(3),
-            ProbeRow::User(0),
-            ProbeRow::Perf(1),
+            CounterRow::Kind(Kind::Exec),
+            CounterRow::Kind(Kind::SysEnter),
+            CounterRow::SysEnter(110),
+            CounterRow::SysExit(0),
+            CounterRow::Tracepoint(3),
+            CounterRow::User(0),
+            CounterRow::Perf(1),
         ];
         let names: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
         assert_eq!(names, ["exec", "sys_enter", "sys_enter:110", "sys_exit:0", "tracepoint:3", "user:0", "perf:1"]);
         for (row, name) in rows.iter().zip(&names) {
-            assert_eq!(name.parse::<ProbeRow>().as_ref(), Ok(row));
+            assert_eq!(name.parse::<CounterRow>().as_ref(), Ok(row));
         }
         for bad in ["", "exec:1", "sys_enter:", "sys_enter:-1", "perf:x", "probe:1", "syscall"] {
-            assert_eq!(bad.parse::<ProbeRow>(), Err(BadProbeRow(bad.into())), "{bad}");
+            assert_eq!(bad.parse::<CounterRow>(), Err(BadProbeRow(bad.into())), "{bad}");
         }
     }
 
     #[test]
     fn probes_sum_into_kinds_and_serialize_by_name() {
         let mut k = KernelCounters::default();
-        k.add_probe(ProbeRow::SysEnter(110), KindCounters { filtered: 1, emitted: 2, dropped: 3, lost: 0 });
-        k.add_probe(ProbeRow::SysEnter(39), KindCounters { filtered: 0, emitted: 5, dropped: 0, lost: 0 });
-        k.add_probe(ProbeRow::Kind(Kind::Exec), KindCounters::default());
+        k.add_probe(CounterRow::SysEnter(110), KindCounters { filtered: 1, emitted: 2, dropped: 3, lost: 0 });
+        k.add_probe(CounterRow::SysEnter(39), KindCounters { filtered: 0, emitted: 5, dropped: 0, lost: 0 });
+        k.add_probe(CounterRow::Kind(Kind::Exec), KindCounters::default());
         assert_eq!(k.kinds[&Kind::SysEnter], KindCounters { filtered: 1, emitted: 7, dropped: 3, lost: 0 });
         assert_eq!(k.probes.len(), 2, "zero rows are left out");
         let json = serde_json::to_value(&k).unwrap();
@@ -559,7 +559,7 @@ mod tests {
     #[test]
     fn losses_serialize_by_name_and_count_events_only() {
         let mut k = KernelCounters::default();
-        k.add_probe(ProbeRow::Kind(Kind::Exec), KindCounters { filtered: 0, emitted: 1, dropped: 2, lost: 3 });
+        k.add_probe(CounterRow::Kind(Kind::Exec), KindCounters { filtered: 0, emitted: 1, dropped: 2, lost: 3 });
         k.add_loss(LossReason::ExecMapFull, 3);
         k.add_loss(LossReason::TargetsFull, 7);
         k.add_loss(LossReason::StartMapFull, 5);

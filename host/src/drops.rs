@@ -111,7 +111,7 @@ impl Reporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accounting::{KindCounters, ProbeRow};
+    use crate::accounting::{CounterRow, KindCounters};
     use wasmtap_abi::Kind;
 
     fn plugin(name: &str, budget: u64) -> PluginStats {
@@ -121,10 +121,10 @@ mod tests {
     #[test]
     fn a_report_names_what_grew_and_why_and_nothing_else() {
         let mut k = KernelCounters::default();
-        k.add_probe(ProbeRow::SysEnter(110), KindCounters { dropped: 10, ..KindCounters::default() });
+        k.add_probe(CounterRow::SysEnter(110), KindCounters { dropped: 10, ..KindCounters::default() });
         let before = Tally::of(&k, &[plugin("slow", 5), plugin("good", 0)]);
-        k.add_probe(ProbeRow::SysEnter(110), KindCounters { dropped: 30, ..KindCounters::default() });
-        k.add_probe(ProbeRow::Kind(Kind::Exec), KindCounters { lost: 2, ..KindCounters::default() });
+        k.add_probe(CounterRow::SysEnter(110), KindCounters { dropped: 30, ..KindCounters::default() });
+        k.add_probe(CounterRow::Kind(Kind::Exec), KindCounters { lost: 2, ..KindCounters::default() });
         k.add_loss(LossReason::ExecMapFull, 2);
         k.add_loss(LossReason::TargetsFull, 3);
         let after = Tally::of(&k, &[plugin("slow", 9), plugin("good", 0)]);

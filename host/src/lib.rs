@@ -12,7 +12,7 @@
 //! | 7 | [`cli`] | the command line: parses, starts a run or a replay, privileges |
 //! | 6 | [`pipeline`] | the run loop: chunks from an event source to the plugins, ticks, the end |
 //! | 5 | [`plugin`] | each plugin's lifecycle: plan, subscriptions, dispatch in batches, budgets, faults, restarts |
-//! | 4 | [`agg`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings |
+//! | 4 | [`kernel_agg`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings |
 //! | 3 | [`collect`], [`sandbox`], [`output`], [`drops`] | events from the collectors (the only BPF) or a recording; wasmtime (the only engine setup); printing (fed plain data); live loss reports |
 //! | 2 | [`accounting`] | where every event went, what the run cost |
 //! | 1 | [`wit`], [`clock`], [`limits`], [`private`], [`privilege`], [`symbolize`], [`watchdog`] | the contract's types, the plugin's clock, limits and fault kinds, private files, capabilities, symbols, the run's watchdog |
@@ -23,11 +23,11 @@
 //! there carries a `SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is denied).
 
 pub mod accounting;
-pub mod agg;
 pub mod cli;
 pub mod clock;
 pub mod collect;
 pub mod drops;
+pub mod kernel_agg;
 pub mod limits;
 pub mod output;
 pub mod pipeline;

@@ -126,7 +126,7 @@ impl GatedChild {
     /// `user` (its uid, gid and groups) if given. It never inherits ambient capabilities.
     pub fn spawn(argv: &[String], user: Option<&creds::User>) -> io::Result<GatedChild> {
         let program = argv.first().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty command"))?;
-        let path = resolve_program(program)
+        let path = find_program(program)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("command `{program}` not found in PATH")))?;
         let c_path = CString::new(path.as_os_str().as_bytes())?;
         let c_args = argv.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<Vec<_>, _>>()?;
@@ -297,7 +297,7 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-fn resolve_program(program: &str) -> Option<PathBuf> {
+fn find_program(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(PathBuf::from(program));
     }

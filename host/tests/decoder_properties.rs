@@ -383,7 +383,7 @@ proptest! {
             .map(|(name, k, default_value)| ParamSpec { name, kind: kinds[k], default_value, description: "d".into() })
             .collect();
         let raw: Vec<RawParam> = raw.iter().map(|r| r.parse().unwrap()).collect();
-        match params::resolve("p", &specs, &raw) {
+        match params::bind("p", &specs, &raw) {
             Ok(values) => {
                 prop_assert_eq!(values.len(), specs.len());
                 for (v, s) in values.iter().zip(&specs) {

@@ -21,7 +21,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("sandbox", 3),
     ("output", 3),
     ("drops", 3),
-    ("agg", 4),
+    ("kernel_agg", 4),
     ("plugin", 5),
     ("pipeline", 6),
     ("cli", 7),

@@ -124,7 +124,7 @@ fn declaration(f: &tracefs::Field) -> String {
 
 fn list_functions(pattern: &str, rest: &str, lines: &mut Vec<String>) -> anyhow::Result<()> {
     let (binary, func) = rest.rsplit_once(':').unwrap_or((rest, "*"));
-    let path = elf::resolve_binary(binary)?;
+    let path = elf::find_binary(binary)?;
     let class = if pattern.starts_with("uretprobe:") { "uretprobe" } else { "uprobe" };
     for f in elf::functions(&path)? {
         if glob(func, &f.name) {
@@ -139,7 +139,7 @@ fn list_usdt(rest: &str, lines: &mut Vec<String>) -> anyhow::Result<()> {
         Some((b, p)) => (b, p),
         None => (rest, "*"),
     };
-    let path = elf::resolve_binary(binary)?;
+    let path = elf::find_binary(binary)?;
     let mut seen = std::collections::BTreeSet::new();
     for p in elf::usdt_probes(&path)? {
         let name = format!("{}:{}", p.provider, p.name);

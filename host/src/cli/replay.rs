@@ -5,7 +5,7 @@ use anyhow::bail;
 use super::{Outcome, ReplayArgs};
 use crate::collect::probes::{self, ProbeSpec};
 use crate::collect::recording::Reader;
-use crate::collect::table::Source;
+use crate::collect::table::ProbeLookup;
 use crate::pipeline;
 use crate::sandbox::Sandbox;
 use crate::watchdog::{self, Doing, Watchdog};
@@ -39,7 +39,7 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
     if let Ok(trailer) = reader.peek_trailer() {
         sandbox.set_symbols(Box::new(crate::plugin::symbols::Table::new(&trailer.symbols)));
     }
-    plugins.resolve(&Source::Recorded(&table))?;
+    plugins.plan_probes(&ProbeLookup::Recorded(&table))?;
     let _watchdog = match stall_timeout {
         Some(t) => Some(Watchdog::start(t, None)?),
         None => None,

@@ -12,7 +12,7 @@ use crate::collect::live::{KernelFilter, Live, LiveConfig};
 use crate::collect::map_sizes::MapSizes;
 use crate::collect::overload;
 use crate::collect::recording::{Header, Writer};
-use crate::collect::table::Source;
+use crate::collect::table::ProbeLookup;
 use crate::output::Format;
 use crate::pipeline::{self, LiveOptions};
 use crate::plugin::{self, params, PluginSet, Runner};
@@ -73,7 +73,7 @@ fn trace(
     }
     // A recording must hold the events kernel aggregations need, so they run in the host.
     plugins.aggregate_in_host(record_to.is_some());
-    plugins.resolve(&Source::Live)?;
+    plugins.plan_probes(&ProbeLookup::Live)?;
     let agreed = plugins.kernel_filter();
     let targets = match &child {
         Some(c) => Some(vec![c.pid()]),
@@ -219,7 +219,7 @@ pub(super) fn start_plugins(
     live: bool,
 ) -> anyhow::Result<Option<PluginSet>> {
     if plugin_args.is_empty() && !common.help {
-        bail!("wasmtap {verb}: name at least one plugin (vetted: {})", plugin::resolve::available().join(", "));
+        bail!("wasmtap {verb}: name at least one plugin (vetted: {})", plugin::find::available().join(", "));
     }
     let limits = common.limits.parse()?;
     let mut described = Vec::new();
@@ -236,7 +236,7 @@ pub(super) fn start_plugins(
     limits.check_names(&names)?;
     let mut runners = Vec::new();
     for d in described {
-        let ps = params::resolve(&d.info.name, &d.info.params, &common.params)?;
+        let ps = params::bind(&d.info.name, &d.info.params, &common.params)?;
         let own = limits.of(&d.info.name);
         let d = if limits.overrides(&d.info.name) { d.with_limits(&own)? } else { d };
         runners.push(Runner::start(d, &ps, own, live)?);

@@ -26,7 +26,7 @@ pub fn mount_point() -> Option<PathBuf> {
 }
 
 /// Resolve `name`: an absolute directory inside the cgroup2 mount, or a path relative to it.
-pub fn resolve(name: &str) -> Result<Cgroup, String> {
+pub fn lookup(name: &str) -> Result<Cgroup, String> {
     let root = mount_point().ok_or("cgroup v2 is not mounted")?;
     let path = if Path::new(name).is_absolute() { PathBuf::from(name) } else { root.join(name) };
     let path = path.canonicalize().map_err(|e| format!("cgroup `{name}`: {}: {e}", path.display()))?;

@@ -10,7 +10,7 @@
 //! ```no_run
 //! use wasmtap::collect::elf;
 //!
-//! let libc = elf::resolve_binary("libc")?; // e.g. /usr/lib/x86_64-linux-gnu/libc.so.6
+//! let libc = elf::find_binary("libc")?; // e.g. /usr/lib/x86_64-linux-gnu/libc.so.6
 //! println!("malloc at file offset {:#x}", elf::function_offset(&libc, "malloc")?);
 //! for probe in elf::usdt_probes(&libc)? {
 //!     println!("{}:{} at {:#x} ({})", probe.provider, probe.name, probe.pc_offset, probe.arg_text);
@@ -110,7 +110,7 @@ pub enum UsdtLoc {
 /// Finds a binary named the way bpftrace accepts it and returns its canonical absolute path:
 /// a path (absolute or relative), a library name (`libc`, `libc.so.6`, `libpthread`) looked up
 /// in `/etc/ld.so.cache` and then the standard library directories, or a program in `$PATH`.
-pub fn resolve_binary(spec: &str) -> Result<PathBuf, ElfError> {
+pub fn find_binary(spec: &str) -> Result<PathBuf, ElfError> {
     let canonical = |path: &Path| fs::canonicalize(path).map_err(|source| ElfError::Read { path: path.into(), source });
     if spec.contains('/') {
         return canonical(Path::new(spec));
@@ -562,23 +562,23 @@ mod tests {
 
     #[test]
     fn library_and_program_names_resolve_like_bpftrace() {
-        let libc = resolve_binary("libc").unwrap();
-        assert_eq!(resolve_binary("libc.so.6").unwrap(), libc);
+        let libc = find_binary("libc").unwrap();
+        assert_eq!(find_binary("libc.so.6").unwrap(), libc);
         assert!(libc.is_absolute() && libc.to_str().unwrap().contains("libc.so.6"), "{}", libc.display());
-        let sh = resolve_binary("sh").unwrap();
+        let sh = find_binary("sh").unwrap();
         let real_sh = ["/usr/bin/sh", "/bin/sh"].iter().filter_map(|p| fs::canonicalize(p).ok()).collect::<Vec<_>>();
         assert!(real_sh.contains(&sh), "{} is not sh", sh.display());
-        let message = resolve_binary("libwasmtap-no-such-lib").unwrap_err().to_string();
+        let message = find_binary("libwasmtap-no-such-lib").unwrap_err().to_string();
         assert!(message.contains("library `libwasmtap-no-such-lib` not found"), "{message}");
         assert!(message.contains("searched: ld.so.cache, /lib/x86_64-linux-gnu,"), "{message}");
-        assert!(matches!(resolve_binary("wasmtap-no-such-program"), Err(ElfError::NoProgram { .. })));
-        let missing = resolve_binary("/no/such/file").unwrap_err().to_string();
+        assert!(matches!(find_binary("wasmtap-no-such-program"), Err(ElfError::NoProgram { .. })));
+        let missing = find_binary("/no/such/file").unwrap_err().to_string();
         assert!(missing.starts_with("cannot read /no/such/file: No such file or directory"), "{missing}");
     }
 
     #[test]
     fn libc_malloc_offset_matches_readelf() {
-        let libc = resolve_binary("libc").unwrap();
+        let libc = find_binary("libc").unwrap();
         let funcs = functions(&libc).unwrap();
         let malloc = funcs.iter().find(|f| f.name == "malloc").expect("malloc in libc");
         assert!(malloc.size > 0);
@@ -610,7 +610,7 @@ mod tests {
         let text = dir.join("text");
         fs::write(&text, "#!/bin/sh\n").unwrap();
         assert_eq!(functions(&text).unwrap_err().to_string(), format!("{} is not an ELF file", text.display()));
-        let libc = fs::read(resolve_binary("libc").unwrap()).unwrap();
+        let libc = fs::read(find_binary("libc").unwrap()).unwrap();
         for len in [4, 16, 64, 200, 4096, libc.len() / 2] {
             let cut = dir.join(format!("cut{len}"));
             fs::write(&cut, &libc[..len]).unwrap();

@@ -2,7 +2,7 @@
 //! filters into their maps, and drains their ring buffers on a thread of its own so a
 //! slow plugin never stalls the kernel side: when the pipeline falls too far behind,
 //! the thread stops draining and the kernel counts what it cannot write, per probe
-//! ([`super::rows`]). Needs the capabilities in [`crate::privilege::ATTACH`].
+//! ([`super::counter_rows`]). Needs the capabilities in [`crate::privilege::ATTACH`].
 //!
 //! Ring buffers are written with `BPF_RB_NO_WAKEUP` (a wakeup costs a VM exit per event
 //! on these machines), so the drain thread polls every millisecond instead of waiting.
@@ -21,10 +21,12 @@ use aya::programs::{PerfEvent, RawTracePoint, TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
 use wasmtap_abi::Kind;
 
-use super::agg::{agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, VALUES_MAX};
+use super::agg_maps::{
+    agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, VALUES_MAX,
+};
+use super::counter_rows::{self, writable_by};
 use super::map_sizes::MapSizes;
 use super::probes::{collector_of, Collector};
-use super::rows::{self, counter_rows};
 use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::Chunk;
 use crate::accounting::{AggLosses, KernelCounters, KindCounters, LossReason};
@@ -71,7 +73,7 @@ pub enum CollectError {
     Map { collector: Collector, map: &'static str, reason: String },
     #[error("cannot start the ring buffer thread: {0}")]
     Thread(std::io::Error),
-    #[error("{0} kernel aggregations time intervals by thread; at most {max} may", max = super::agg::TID_AGGS_MAX)]
+    #[error("{0} kernel aggregations time intervals by thread; at most {max} may", max = super::agg_maps::TID_AGGS_MAX)]
     TooManyTidAggs(usize),
 }
 
@@ -213,7 +215,7 @@ impl Live {
             stop: stop.clone(),
             malformed: malformed.clone(),
         };
-        let counted = objects.iter().map(|(c, _)| (*c, counter_rows(*c, &config.table))).collect();
+        let counted = objects.iter().map(|(c, _)| (*c, writable_by(*c, &config.table))).collect();
         let drain = std::thread::Builder::new()
             .name("wasmtap-ring".into())
             .spawn(move || drainer.run())
@@ -284,8 +286,9 @@ impl Live {
         for ((_, obj), (_, counted)) in self.objects.iter().zip(&self.counted) {
             let Some(map) = obj.map("COUNTERS") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
-            let get =
-                |row: u32, s: u32| -> u64 { arr.get(&(row * rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0) };
+            let get = |row: u32, s: u32| -> u64 {
+                arr.get(&(row * counter_rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0)
+            };
             for &row in counted {
                 let counts = KindCounters {
                     filtered: get(row, 0),
@@ -330,7 +333,7 @@ impl Live {
     /// Every collector's `LOSSES`, summed over CPUs, then over collectors, except what
     /// each collector keeps a copy of (the target set): the largest of its counts.
     fn losses(&self) -> Vec<(LossReason, u64)> {
-        let mut totals = [0u64; rows::LOSSES as usize];
+        let mut totals = [0u64; counter_rows::LOSSES as usize];
         for (_, obj) in &self.objects {
             let Some(map) = obj.map("LOSSES") else { continue };
             let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
@@ -459,8 +462,8 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
     let map_err = |map: &'static str| {
         move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
     };
-    if c == Collector::Tracepoint && table.tracepoints.len() > rows::TP_SLOTS as usize {
-        let reason = format!("{} tracepoints, at most {} per run", table.tracepoints.len(), rows::TP_SLOTS);
+    if c == Collector::Tracepoint && table.tracepoints.len() > counter_rows::TP_SLOTS as usize {
+        let reason = format!("{} tracepoints, at most {} per run", table.tracepoints.len(), counter_rows::TP_SLOTS);
         return Err(CollectError::Map { collector: c, map: "TP_CONFIG", reason });
     }
     if let Some(targets) = &f.targets {
@@ -556,16 +559,16 @@ fn configure(c: Collector, obj: &mut Ebpf, f: &KernelFilter, config: &LiveConfig
             }
         }
         Collector::Agg => {
-            let mut m: Array<_, [u8; super::agg::SITE_BYTES]> =
+            let mut m: Array<_, [u8; super::agg_maps::SITE_BYTES]> =
                 Array::try_from(map_of(c, obj, "AGG_SITES")?).map_err(map_err("AGG_SITES"))?;
             for site in &config.aggs {
-                let bytes: [u8; super::agg::SITE_BYTES] =
+                let bytes: [u8; super::agg_maps::SITE_BYTES] =
                     site.to_bytes().try_into().map_err(|_| map_err("AGG_SITES")(aya::maps::MapError::KeyNotFound))?;
                 m.set(site.site, bytes, 0).map_err(map_err("AGG_SITES"))?;
             }
             let ids = tid_keyed_aggs(&config.aggs);
             let bytes = tid_aggs_bytes(&ids).ok_or(CollectError::TooManyTidAggs(ids.len()))?;
-            let mut m: Array<_, [u8; super::agg::TID_AGGS_BYTES]> =
+            let mut m: Array<_, [u8; super::agg_maps::TID_AGGS_BYTES]> =
                 Array::try_from(map_of(c, obj, "AGG_TID_AGGS")?).map_err(map_err("AGG_TID_AGGS"))?;
             m.set(0, bytes, 0).map_err(map_err("AGG_TID_AGGS"))?;
         }

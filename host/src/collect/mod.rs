@@ -1,8 +1,9 @@
 //! Where events come from: the live collectors (the only code that touches aya/BPF)
 //! or a recording. Both yield [`Chunk`]s of records in the `wasmtap-abi` layout.
 
-pub mod agg;
+pub mod agg_maps;
 pub mod cgroup;
+pub mod counter_rows;
 pub mod elf;
 pub mod fields;
 pub mod live;
@@ -12,7 +13,6 @@ pub mod plan;
 pub mod probes;
 pub mod queue;
 pub mod recording;
-pub mod rows;
 pub mod table;
 pub mod tracefs;
 

@@ -9,7 +9,7 @@ use wasmtap_abi::Kind;
 
 use super::fields;
 use super::probes::ProbeSpec;
-use super::table::{self, Pred, ProbeTable, Source};
+use super::table::{self, Pred, ProbeLookup, ProbeTable};
 use super::tracefs::{self, FieldKind};
 use crate::wit::types;
 
@@ -64,7 +64,7 @@ impl Planner {
         wire: &types::Subscription,
         spec: &ProbeSpec,
         stacks: u8,
-        source: &Source<'_>,
+        source: &ProbeLookup<'_>,
     ) -> Result<Planned, String> {
         let table = &mut self.table;
         let preds = &wire.filter.predicates;
@@ -212,7 +212,7 @@ impl Planner {
     /// Push syscall comparisons into the kernel where every subscriber of a syscall has
     /// the same ones: the collector then drops what no subscriber would take. A
     /// subscription to every syscall of a direction keeps that direction in the host.
-    pub fn push_down_syscall_preds(&mut self, subs: &[SyscallSub<'_>], source: &Source<'_>) {
+    pub fn push_down_syscall_preds(&mut self, subs: &[SyscallSub<'_>], source: &ProbeLookup<'_>) {
         for exit in [false, true] {
             let kind = if exit { Kind::SysExit } else { Kind::SysEnter };
             let subs: Vec<&SyscallSub<'_>> = subs.iter().filter(|s| *s.matcher == Matcher::Kind(kind)).collect();
@@ -231,7 +231,7 @@ impl Planner {
                 self.table.syscall_preds.insert(key, kernel_preds(first));
             }
         }
-        if let Source::Recorded(t) = source {
+        if let ProbeLookup::Recorded(t) = source {
             self.table.syscall_args = t.syscall_args.clone();
         }
     }

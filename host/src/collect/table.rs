@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use wasmtap_abi::Kind;
 
+use super::counter_rows;
 use super::elf;
 use super::probes::{ProbeError, ProbeSpec, UprobeAt};
-use super::rows;
 use super::tracefs::{self, Format};
-use crate::accounting::ProbeRow;
+use crate::accounting::CounterRow;
 
 /// Stacks to take: bit 0 kernel, bit 1 user (`WT_STACK_*`).
 pub const STACK_KERNEL: u8 = 1;
@@ -154,34 +154,34 @@ impl ProbeTable {
     /// it: syscalls by id, tracepoints by their slot here (found by event id), user
     /// probes by the slot the record carries, samples by the slot of their perf event;
     /// none if the record is not one this table's collectors write.
-    pub fn row_of(&self, rec: &wasmtap_abi::Record<'_>) -> Option<ProbeRow> {
+    pub fn row_of(&self, rec: &wasmtap_abi::Record<'_>) -> Option<CounterRow> {
         use wasmtap_abi::{sample, sys_enter, tracepoint, user};
         let kind = rec.kind()?;
         Some(match kind {
             Kind::SysEnter | Kind::SysExit => {
                 // The id sits at the same offset in entries and exits.
                 let id = usize::try_from(rec.i64_at(sys_enter::ID)?).unwrap_or(usize::MAX);
-                let row = if kind == Kind::SysEnter { ProbeRow::SysEnter } else { ProbeRow::SysExit };
-                ProbeRow::bounded(kind, id, rows::NR_SYSCALLS, row)
+                let row = if kind == Kind::SysEnter { CounterRow::SysEnter } else { CounterRow::SysExit };
+                CounterRow::bounded(kind, id, counter_rows::NR_SYSCALLS, row)
             }
-            Kind::Exec | Kind::Fork | Kind::Exit | Kind::Open => ProbeRow::Kind(kind),
+            Kind::Exec | Kind::Fork | Kind::Exit | Kind::Open => CounterRow::Kind(kind),
             Kind::Tracepoint => {
                 let id = rec.u32_at(tracepoint::EVENT_ID)?;
                 // The collector's config of an event id is the last one written.
                 let slot = self.tracepoints.iter().rposition(|t| t.format.id == id)?;
-                ProbeRow::bounded(kind, slot, rows::TP_SLOTS, ProbeRow::Tracepoint)
+                CounterRow::bounded(kind, slot, counter_rows::TP_SLOTS, CounterRow::Tracepoint)
             }
             Kind::User => {
                 let slot = rec.u32_at(user::PROBE)? as usize;
                 if slot >= self.user.len() {
                     return None;
                 }
-                ProbeRow::bounded(kind, slot, rows::USER_SLOTS, ProbeRow::User)
+                CounterRow::bounded(kind, slot, counter_rows::USER_SLOTS, CounterRow::User)
             }
             Kind::Sample => {
                 let event = rec.u32_at(sample::EVENT)?;
                 let slot = self.perf.iter().rposition(|p| p.event == event)?;
-                ProbeRow::bounded(kind, slot, rows::PERF_EVENTS, ProbeRow::Perf)
+                CounterRow::bounded(kind, slot, counter_rows::PERF_EVENTS, CounterRow::Perf)
             }
         })
     }
@@ -189,27 +189,27 @@ impl ProbeTable {
     /// A row as the probe a user would write: `syscall:getppid:entry`,
     /// `tracepoint:sched:sched_switch`, `uprobe:/bin/bash:readline`, `profile:hz:99`,
     /// `proc:exec`; the row's own name if the table does not know it.
-    pub fn row_name(&self, row: ProbeRow) -> String {
+    pub fn row_name(&self, row: CounterRow) -> String {
         let syscall =
             |nr: u32, end: &str| wasmtap_abi::syscall_name(i64::from(nr)).map(|name| format!("syscall:{name}:{end}"));
         let named = match row {
-            ProbeRow::Kind(Kind::SysEnter) => Some("tracepoint:raw_syscalls:sys_enter".to_string()),
-            ProbeRow::Kind(Kind::SysExit) => Some("tracepoint:raw_syscalls:sys_exit".to_string()),
-            ProbeRow::Kind(k @ (Kind::Exec | Kind::Fork | Kind::Exit)) => {
+            CounterRow::Kind(Kind::SysEnter) => Some("tracepoint:raw_syscalls:sys_enter".to_string()),
+            CounterRow::Kind(Kind::SysExit) => Some("tracepoint:raw_syscalls:sys_exit".to_string()),
+            CounterRow::Kind(k @ (Kind::Exec | Kind::Fork | Kind::Exit)) => {
                 Some(format!("proc:{}", crate::accounting::kind_name(k)))
             }
-            ProbeRow::Kind(Kind::Open) => Some("file:open".to_string()),
-            ProbeRow::Kind(_) => None,
-            ProbeRow::SysEnter(nr) => syscall(nr, "entry"),
-            ProbeRow::SysExit(nr) => syscall(nr, "exit"),
-            ProbeRow::Tracepoint(slot) => {
+            CounterRow::Kind(Kind::Open) => Some("file:open".to_string()),
+            CounterRow::Kind(_) => None,
+            CounterRow::SysEnter(nr) => syscall(nr, "entry"),
+            CounterRow::SysExit(nr) => syscall(nr, "exit"),
+            CounterRow::Tracepoint(slot) => {
                 self.tracepoints.get(slot as usize).map(|t| match t.format.category.as_str() {
                     "btf" => format!("btf:{}", t.format.name),
                     cat => format!("tracepoint:{cat}:{}", t.format.name),
                 })
             }
-            ProbeRow::User(slot) => self.user.get(slot as usize).map(|u| u.probe.clone()),
-            ProbeRow::Perf(slot) => self.perf.get(slot as usize).map(|p| match p.freq {
+            CounterRow::User(slot) => self.user.get(slot as usize).map(|u| u.probe.clone()),
+            CounterRow::Perf(slot) => self.perf.get(slot as usize).map(|p| match p.freq {
                 Some(hz) => format!("profile:hz:{hz}"),
                 None => format!("software:{}:{}", p.name, p.period),
             }),
@@ -237,23 +237,23 @@ impl ProbeTable {
 pub const NR_SYSCALLS: u32 = 512;
 
 /// Where probes are looked up: the live system, or a recording's table.
-pub enum Source<'a> {
+pub enum ProbeLookup<'a> {
     Live,
     Recorded(&'a ProbeTable),
 }
 
-impl Source<'_> {
+impl ProbeLookup<'_> {
     /// A tracepoint's format.
     pub fn tracepoint(&self, category: &str, name: &str) -> Result<Format, String> {
         if category == "btf" {
             return btf_format(name);
         }
         match self {
-            Source::Live => {
+            ProbeLookup::Live => {
                 tracefs::ensure_mounted();
                 tracefs::lookup(std::path::Path::new(tracefs::ROOT), category, name).map_err(|e| e.to_string())
             }
-            Source::Recorded(t) => t
+            ProbeLookup::Recorded(t) => t
                 .tracepoints
                 .iter()
                 .find(|e| e.format.category == category && e.format.name == name)
@@ -266,7 +266,7 @@ impl Source<'_> {
     /// attached, with the slots its records carry; one per (file, offset), since two
     /// subscriptions to one probe recorded every event twice.
     pub fn user_sites(&self, probe: &str, spec: &ProbeSpec) -> Result<Vec<UserSite>, String> {
-        if let Source::Recorded(t) = self {
+        if let ProbeLookup::Recorded(t) = self {
             let mut sites: Vec<UserSite> = Vec::new();
             for (slot, s) in t.user.iter().enumerate().filter(|(_, s)| s.probe == probe) {
                 if !sites.iter().any(|u| u.path == s.path && u.offset == s.offset) {
@@ -286,7 +286,7 @@ impl Source<'_> {
         }
         match spec {
             ProbeSpec::Uprobe { binary, at, .. } => {
-                let path = elf::resolve_binary(binary).map_err(|e| e.to_string())?;
+                let path = elf::find_binary(binary).map_err(|e| e.to_string())?;
                 let offset = match at {
                     UprobeAt::Offset(off) => *off,
                     UprobeAt::Symbol(name, off) => elf::function_offset(&path, name).map_err(|e| e.to_string())? + off,
@@ -294,7 +294,7 @@ impl Source<'_> {
                 Ok(vec![UserSite { path, offset, usdt: None, semaphore: None, recorded_slot: None }])
             }
             ProbeSpec::Usdt { binary, provider, name } => {
-                let path = elf::resolve_binary(binary).map_err(|e| e.to_string())?;
+                let path = elf::find_binary(binary).map_err(|e| e.to_string())?;
                 let all = elf::usdt_probes(&path).map_err(|e| e.to_string())?;
                 let found: Vec<_> = all
                     .iter()
@@ -328,8 +328,8 @@ impl Source<'_> {
     pub fn syscall_args(&self, nr: u32) -> Vec<String> {
         let generic = || (0..6).map(|i| format!("arg{i}")).collect();
         match self {
-            Source::Recorded(t) => t.syscall_args.get(&nr).cloned().unwrap_or_else(generic),
-            Source::Live => {
+            ProbeLookup::Recorded(t) => t.syscall_args.get(&nr).cloned().unwrap_or_else(generic),
+            ProbeLookup::Live => {
                 let Some(name) = wasmtap_abi::syscall_name(nr as i64) else { return generic() };
                 tracefs::ensure_mounted();
                 let root = std::path::Path::new(tracefs::ROOT);
@@ -504,22 +504,22 @@ mod tests {
         let t = table();
         let row = |b: Vec<u8>| t.row_of(&Record::new(&b));
         let sys = |kind, size, id: i64| row(record(kind, size, sys_enter::ID, &id.to_le_bytes()));
-        assert_eq!(sys(Kind::SysEnter, sys_enter::SIZE, 110), Some(ProbeRow::SysEnter(110)));
-        assert_eq!(sys(Kind::SysExit, sys_exit::SIZE, 0), Some(ProbeRow::SysExit(0)));
-        assert_eq!(sys(Kind::SysEnter, sys_enter::SIZE, 512), Some(ProbeRow::Kind(Kind::SysEnter)));
-        assert_eq!(sys(Kind::SysExit, sys_exit::SIZE, -1), Some(ProbeRow::Kind(Kind::SysExit)));
-        assert_eq!(row(record(Kind::Exec, exec::ARGS, 0, &[])), Some(ProbeRow::Kind(Kind::Exec)));
+        assert_eq!(sys(Kind::SysEnter, sys_enter::SIZE, 110), Some(CounterRow::SysEnter(110)));
+        assert_eq!(sys(Kind::SysExit, sys_exit::SIZE, 0), Some(CounterRow::SysExit(0)));
+        assert_eq!(sys(Kind::SysEnter, sys_enter::SIZE, 512), Some(CounterRow::Kind(Kind::SysEnter)));
+        assert_eq!(sys(Kind::SysExit, sys_exit::SIZE, -1), Some(CounterRow::Kind(Kind::SysExit)));
+        assert_eq!(row(record(Kind::Exec, exec::ARGS, 0, &[])), Some(CounterRow::Kind(Kind::Exec)));
         let tp =
             |id: u32| row(record(Kind::Tracepoint, tracepoint::DATA + 80, tracepoint::EVENT_ID, &id.to_le_bytes()));
-        assert_eq!(tp(316), Some(ProbeRow::Tracepoint(0)));
-        assert_eq!(tp(0x10002), Some(ProbeRow::Tracepoint(1)));
+        assert_eq!(tp(316), Some(CounterRow::Tracepoint(0)));
+        assert_eq!(tp(0x10002), Some(CounterRow::Tracepoint(1)));
         assert_eq!(tp(317), None, "not a tracepoint of this table");
         let probe = |slot: u32| row(record(Kind::User, user::SIZE, user::PROBE, &slot.to_le_bytes()));
-        assert_eq!(probe(1), Some(ProbeRow::User(1)));
+        assert_eq!(probe(1), Some(CounterRow::User(1)));
         assert_eq!(probe(2), None);
         let sample = |event: u32| row(record(Kind::Sample, sample::SIZE, sample::EVENT, &event.to_le_bytes()));
-        assert_eq!(sample(0), Some(ProbeRow::Perf(1)));
-        assert_eq!(sample(2), Some(ProbeRow::Perf(0)));
+        assert_eq!(sample(0), Some(CounterRow::Perf(1)));
+        assert_eq!(sample(2), Some(CounterRow::Perf(0)));
         assert_eq!(sample(3), None);
         assert_eq!(row(vec![0u8; 8]), None, "too short for a header");
     }
@@ -528,20 +528,20 @@ mod tests {
     fn rows_are_named_as_probes_are_written() {
         let t = table();
         let names: Vec<String> = [
-            ProbeRow::SysEnter(110),
-            ProbeRow::SysExit(110),
-            ProbeRow::SysEnter(511),
-            ProbeRow::Kind(Kind::SysEnter),
-            ProbeRow::Kind(Kind::Exec),
-            ProbeRow::Kind(Kind::Fork),
-            ProbeRow::Kind(Kind::Exit),
-            ProbeRow::Tracepoint(0),
-            ProbeRow::Tracepoint(1),
-            ProbeRow::Tracepoint(2),
-            ProbeRow::User(1),
-            ProbeRow::Perf(0),
-            ProbeRow::Perf(1),
-            ProbeRow::Kind(Kind::Sample),
+            CounterRow::SysEnter(110),
+            CounterRow::SysExit(110),
+            CounterRow::SysEnter(511),
+            CounterRow::Kind(Kind::SysEnter),
+            CounterRow::Kind(Kind::Exec),
+            CounterRow::Kind(Kind::Fork),
+            CounterRow::Kind(Kind::Exit),
+            CounterRow::Tracepoint(0),
+            CounterRow::Tracepoint(1),
+            CounterRow::Tracepoint(2),
+            CounterRow::User(1),
+            CounterRow::Perf(0),
+            CounterRow::Perf(1),
+            CounterRow::Kind(Kind::Sample),
         ]
         .into_iter()
         .map(|r| t.row_name(r))

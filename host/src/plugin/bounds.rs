@@ -91,7 +91,7 @@ pub fn check_plan(plan: &Plan) -> Result<(), Exceeds> {
             size(width, col.width as usize, COLUMN_WIDTH as usize)?;
         }
     }
-    size(|| "aggregations".into(), plan.aggregations.len(), crate::agg::PER_PLUGIN_MAX)?;
+    size(|| "aggregations".into(), plan.aggregations.len(), crate::kernel_agg::PER_PLUGIN_MAX)?;
     for (a, agg) in plan.aggregations.iter().enumerate() {
         name(|| format!("aggregations[{a}].name"), &agg.name, NAME_BYTES)?;
         check_filter(&format!("aggregations[{a}].filter"), &agg.filter)?;

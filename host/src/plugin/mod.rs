@@ -1,18 +1,18 @@
 //! Plugins as the pipeline sees them: loaded, started with validated parameters, their
-//! subscriptions resolved, and events routed to them in batches (never one call per
+//! subscriptions planned (by `collect::plan`), and events routed to them in batches (never one call per
 //! event). A plugin that faults is disabled alone; its later events are counted as dropped.
 //!
 //! Where each part lives: [`set`] (all plugins of a run, the probe table), [`runner`] (one
 //! started plugin: batches, timers, calls), [`subs`] (subscriptions and host-side
-//! matching), [`plan`] (a subscription resolved against this system), [`supervise`]
-//! (budgets, faults, restarts), [`report`] (rows, reports, accounting), [`bounds`] (the
-//! sizes a plugin may declare), [`params`], [`resolve`] (a plugin name to its file),
+//! matching), [`supervise`] (budgets, faults, restarts), [`report`] (rows, reports,
+//! accounting), [`bounds`] (the sizes a plugin may declare), [`params`] (values bound to
+//! the plugin's declared parameters), [`find`] (a plugin name to its file),
 //! [`symbols`] (the symbolizer plugins ask).
 
 mod bounds;
+pub mod find;
 pub mod params;
 mod report;
-pub mod resolve;
 mod runner;
 mod set;
 mod subs;
@@ -31,14 +31,14 @@ use std::time::{Duration, Instant};
 
 use wasmtap_abi::{header, Kind, Record};
 
-use crate::accounting::{AggregationLosses, FaultReport, KernelCounters, PluginStats, ProbeRow, ProbeStats};
-use crate::agg::SharedStore;
+use crate::accounting::{AggregationLosses, CounterRow, FaultReport, KernelCounters, PluginStats, ProbeStats};
 use crate::clock::Clock;
 use crate::collect::cgroup::{self, Cgroup};
 use crate::collect::live::KernelFilter;
 use crate::collect::plan::{Matcher, Planner, SyscallSub};
 use crate::collect::probes::{self, ProbeError, ProbeSpec};
-use crate::collect::table::{self, Pred, ProbeTable, Source};
+use crate::collect::table::{self, Pred, ProbeLookup, ProbeTable};
+use crate::kernel_agg::SharedAggregations;
 use crate::limits::{FaultKind, Limits, OnFault};
 use crate::output::Output;
 use crate::sandbox::{Fault, GuestItem, Instance, LoadedPlugin, Sandbox, SandboxError};
@@ -52,7 +52,7 @@ pub const BATCH_RECORDS: usize = 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     #[error(transparent)]
-    Resolve(#[from] resolve::ResolveError),
+    Resolve(#[from] find::FindError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     #[error("plugin {path} failed while starting: {fault}")]
@@ -76,7 +76,7 @@ pub struct Described {
 
 /// Load a plugin and ask it what it is (within `limits`).
 pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock, limits: &Limits) -> Result<Described, PluginError> {
-    let path = resolve::resolve(arg)?;
+    let path = find::find(arg)?;
     let loaded = sandbox.load(&path)?;
     let fault = |fault| PluginError::Fault { path: path.display().to_string(), fault };
     let mut instance = loaded.instantiate(clock, limits).map_err(fault)?;

@@ -41,7 +41,7 @@ impl std::str::FromStr for RawParam {
 }
 
 /// The parameters for one plugin: every declared one, validated, defaults filled in.
-pub fn resolve(plugin: &str, specs: &[ParamSpec], raw: &[RawParam]) -> Result<Vec<Param>, ParamError> {
+pub fn bind(plugin: &str, specs: &[ParamSpec], raw: &[RawParam]) -> Result<Vec<Param>, ParamError> {
     let mine: Vec<&RawParam> = raw.iter().filter(|p| p.plugin.as_deref().is_none_or(|n| n == plugin)).collect();
     for p in &mine {
         if p.plugin.is_some() && !specs.iter().any(|s| s.name == p.name) {
@@ -157,7 +157,7 @@ mod tests {
     fn defaults_fill_in_and_values_normalize() {
         let specs = [spec("top", ParamKind::Integer, Some("10")), spec("every", ParamKind::Duration, Some("0"))];
         let raw = vec!["every=1s".parse().unwrap()];
-        let got = resolve("syscount", &specs, &raw).unwrap();
+        let got = bind("syscount", &specs, &raw).unwrap();
         assert_eq!(got[0].value, "10");
         assert_eq!(got[1].value, "1000000000");
     }
@@ -166,7 +166,7 @@ mod tests {
     fn bad_value_names_plugin_parameter_and_expectation() {
         let specs = [spec("top", ParamKind::Integer, Some("10"))];
         let raw = vec!["top=ten".parse().unwrap()];
-        let e = resolve("syscount", &specs, &raw).unwrap_err();
+        let e = bind("syscount", &specs, &raw).unwrap_err();
         assert_eq!(e.to_string(), "bad value `ten` for parameter `top` of syscount: expected an integer");
     }
 

@@ -42,7 +42,7 @@ pub struct Runner {
     pub(super) agg_ids: Vec<u32>,
     /// What a new instance is given after a restart.
     pub(super) schemas: Vec<Option<types::ProbeSchema>>,
-    pub(super) aggs_reader: Option<crate::agg::PluginAggs>,
+    pub(super) aggs_reader: Option<crate::kernel_agg::PluginAggs>,
     /// The processes whose records were queued for it: what `host.symbolize` may name.
     pub(super) scope: crate::sandbox::SharedScope,
     /// Pids of the queued batch, not yet in `scope` (one lock per batch, not per record).
@@ -52,7 +52,7 @@ pub struct Runner {
 impl Runner {
     /// Start a described plugin with its validated parameters, under `limits`; budgets
     /// are enforced when `live`. Probe names are parsed here; they are resolved against
-    /// the system by [`PluginSet::resolve`].
+    /// the system by [`PluginSet::plan_probes`].
     pub fn start(
         d: Described,
         params: &[crate::wit::types::Param],

@@ -6,16 +6,16 @@ use super::*;
 /// All plugins of one run.
 pub struct PluginSet {
     pub runners: Vec<Runner>,
-    /// What the collectors are told per probe (filled by [`PluginSet::resolve`]).
+    /// What the collectors are told per probe (filled by [`PluginSet::plan_probes`]).
     pub table: ProbeTable,
     /// cgroups named by subscriptions, resolved, by name.
     cgroups: BTreeMap<String, Cgroup>,
     /// Compute kernel aggregations in the host, over streamed records (recording, replay).
     aggregate_in_host: bool,
     /// Kernel aggregations of every plugin, once resolved.
-    aggs: Option<SharedStore>,
+    aggs: Option<SharedAggregations>,
     /// Their shared task filter.
-    agg_task: crate::agg::TaskFilter,
+    agg_task: crate::kernel_agg::TaskFilter,
 }
 
 impl PluginSet {
@@ -26,12 +26,12 @@ impl PluginSet {
             cgroups: BTreeMap::new(),
             aggregate_in_host: false,
             aggs: None,
-            agg_task: crate::agg::TaskFilter::default(),
+            agg_task: crate::kernel_agg::TaskFilter::default(),
         }
     }
 
     /// Compute kernel aggregations here from streamed events instead of in the kernel,
-    /// so that a recording holds what they need. Replays always do. Call before `resolve`.
+    /// so that a recording holds what they need. Replays always do. Call before `plan_probes`.
     pub fn aggregate_in_host(&mut self, yes: bool) {
         self.aggregate_in_host = yes;
     }
@@ -40,9 +40,9 @@ impl PluginSet {
     /// tracepoint formats, uprobe and USDT sites, field names of comparisons, cgroups.
     /// Builds the probe table and hands each plugin its schemas. Errors name the plugin
     /// and the probe; an optional probe that cannot be resolved is skipped with a warning.
-    pub fn resolve(&mut self, source: &Source<'_>) -> Result<(), PluginError> {
+    pub fn plan_probes(&mut self, source: &ProbeLookup<'_>) -> Result<(), PluginError> {
         let mut planner = Planner::default();
-        let replay = matches!(source, Source::Recorded(_));
+        let replay = matches!(source, ProbeLookup::Recorded(_));
         let in_host = replay || self.aggregate_in_host;
         if in_host {
             // Stream the aggregations' probes, unfiltered: the evaluator applies their filters.
@@ -101,7 +101,7 @@ impl PluginSet {
                         }
                         let cg = match self.cgroups.get(name) {
                             Some(cg) => cg.clone(),
-                            None => cgroup::resolve(name)
+                            None => cgroup::lookup(name)
                                 .map_err(|reason| PluginError::BadPlan { plugin: plugin.clone(), reason })?,
                         };
                         ids.extend(cgroup::subtree_ids(&cg));
@@ -126,23 +126,23 @@ impl PluginSet {
             .collect();
         planner.push_down_syscall_preds(&syscall_subs, source);
         self.table = planner.into_table();
-        self.resolve_aggregations(source, in_host)
+        self.plan_aggregations(source, in_host)
     }
 
     /// Compile every plugin's kernel aggregations and give each plugin its reader.
-    fn resolve_aggregations(&mut self, source: &Source<'_>, in_host: bool) -> Result<(), PluginError> {
+    fn plan_aggregations(&mut self, source: &ProbeLookup<'_>, in_host: bool) -> Result<(), PluginError> {
         let mut specs = Vec::new();
-        let mut task: Option<(String, crate::agg::TaskFilter)> = None;
+        let mut task: Option<(String, crate::kernel_agg::TaskFilter)> = None;
         for r in &mut self.runners {
             let plugin = r.info.name.clone();
             let mut ids = Vec::new();
             for wire in &r.plan.aggregations {
                 let id = specs.len() as u32;
-                let spec = crate::agg::compile(wire, id, source).map_err(|reason| PluginError::BadPlan {
+                let spec = crate::kernel_agg::compile(wire, id, source).map_err(|reason| PluginError::BadPlan {
                     plugin: plugin.clone(),
                     reason: format!("kernel aggregation `{}`: {reason}", wire.name),
                 })?;
-                let this = crate::agg::TaskFilter::of(&wire.filter);
+                let this = crate::kernel_agg::TaskFilter::of(&wire.filter);
                 match &task {
                     Some((other, t)) if *t != this => {
                         return Err(PluginError::BadPlan {
@@ -175,22 +175,22 @@ impl PluginSet {
         for name in &task.cgroups {
             if !self.cgroups.contains_key(name) {
                 let cg =
-                    cgroup::resolve(name).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
+                    cgroup::lookup(name).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
                 self.cgroups.insert(name.clone(), cg);
             }
         }
-        crate::agg::sites(&specs).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
+        crate::kernel_agg::sites(&specs).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
         let backend = if in_host {
-            crate::agg::Backend::Host(crate::agg::Evaluator::new(&specs, task.clone()))
+            crate::kernel_agg::Backend::Host(crate::kernel_agg::Evaluator::new(&specs, task.clone()))
         } else {
-            crate::agg::Backend::Kernel { values: None, baselines: Default::default() }
+            crate::kernel_agg::Backend::Kernel { values: None, baselines: Default::default() }
         };
-        let store: SharedStore = Arc::new(Mutex::new(crate::agg::Store { specs, backend }));
+        let store: SharedAggregations = Arc::new(Mutex::new(crate::kernel_agg::Aggregations { specs, backend }));
         for r in &mut self.runners {
             if r.agg_ids.is_empty() {
                 continue;
             }
-            let reader = crate::agg::PluginAggs { store: store.clone(), ids: r.agg_ids.clone() };
+            let reader = crate::kernel_agg::PluginAggs { store: store.clone(), ids: r.agg_ids.clone() };
             if let Some(inst) = r.instance.as_mut() {
                 inst.set_aggregates(Box::new(reader.clone()));
             }
@@ -202,12 +202,12 @@ impl PluginSet {
     }
 
     /// The aggregation collector's probe sites; empty when nothing aggregates in the kernel.
-    pub fn agg_sites(&self) -> Vec<crate::collect::agg::SiteConfig> {
+    pub fn agg_sites(&self) -> Vec<crate::collect::agg_maps::SiteConfig> {
         let Some(store) = &self.aggs else { return Vec::new() };
         let store = store.lock().unwrap_or_else(|e| e.into_inner());
         match store.backend {
-            crate::agg::Backend::Host(_) => Vec::new(),
-            crate::agg::Backend::Kernel { .. } => crate::agg::sites(&store.specs).unwrap_or_default(),
+            crate::kernel_agg::Backend::Host(_) => Vec::new(),
+            crate::kernel_agg::Backend::Kernel { .. } => crate::kernel_agg::sites(&store.specs).unwrap_or_default(),
         }
     }
 
@@ -224,9 +224,9 @@ impl PluginSet {
     }
 
     /// Hand the kernel's aggregation map to the plugins' readers.
-    pub fn attach_kernel_values(&mut self, values: crate::collect::agg::KernelValues) {
+    pub fn attach_kernel_values(&mut self, values: crate::collect::agg_maps::KernelValues) {
         if let Some(store) = &self.aggs {
-            if let crate::agg::Backend::Kernel { values: v, .. } =
+            if let crate::kernel_agg::Backend::Kernel { values: v, .. } =
                 &mut store.lock().unwrap_or_else(|e| e.into_inner()).backend
             {
                 *v = Some(values);
@@ -248,7 +248,7 @@ impl PluginSet {
         let store = self.aggs.clone();
         let mut store = store.as_ref().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()));
         let mut evaluator = match store.as_deref_mut() {
-            Some(crate::agg::Store { backend: crate::agg::Backend::Host(e), .. }) => Some(e),
+            Some(crate::kernel_agg::Aggregations { backend: crate::kernel_agg::Backend::Host(e), .. }) => Some(e),
             _ => None,
         };
         // Budget windows turn over once per chunk, not per record.

@@ -59,17 +59,17 @@ impl Sub {
     }
 
     /// True when the kernel counts this subscription's events in counter row `row`.
-    pub(super) fn covers(&self, row: ProbeRow, table: &ProbeTable) -> bool {
+    pub(super) fn covers(&self, row: CounterRow, table: &ProbeTable) -> bool {
         match (&self.matcher, row) {
-            (Matcher::Kind(k), ProbeRow::SysEnter(nr) | ProbeRow::SysExit(nr)) if *k == row.kind() => {
+            (Matcher::Kind(k), CounterRow::SysEnter(nr) | CounterRow::SysExit(nr)) if *k == row.kind() => {
                 self.syscalls.as_ref().is_none_or(|set| set.contains(&nr))
             }
-            (Matcher::Kind(k), ProbeRow::Kind(r)) => *k == r && self.syscalls.is_none(),
-            (Matcher::Tracepoint(id), ProbeRow::Tracepoint(slot)) => {
+            (Matcher::Kind(k), CounterRow::Kind(r)) => *k == r && self.syscalls.is_none(),
+            (Matcher::Tracepoint(id), CounterRow::Tracepoint(slot)) => {
                 table.tracepoints.get(slot as usize).is_some_and(|t| t.format.id == *id)
             }
-            (Matcher::User(slots), ProbeRow::User(slot)) => slots.contains(&slot),
-            (Matcher::Sample(event), ProbeRow::Perf(slot)) => {
+            (Matcher::User(slots), CounterRow::User(slot)) => slots.contains(&slot),
+            (Matcher::Sample(event), CounterRow::Perf(slot)) => {
                 table.perf.get(slot as usize).is_some_and(|p| p.event == *event)
             }
             _ => false,

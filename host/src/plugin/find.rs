@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// Why a plugin could not be found.
 #[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
+pub enum FindError {
     #[error("plugin file {0} does not exist")]
     NoFile(PathBuf),
     #[error("no plugin named `{name}` (vetted plugins here: {available}; or give the path of a .wasm component)")]
@@ -28,17 +28,17 @@ pub fn search_dirs() -> Vec<PathBuf> {
 }
 
 /// The file for a plugin argument.
-pub fn resolve(arg: &str) -> Result<PathBuf, ResolveError> {
+pub fn find(arg: &str) -> Result<PathBuf, FindError> {
     if arg.contains('/') || arg.ends_with(".wasm") {
         let p = PathBuf::from(arg);
-        return if p.is_file() { Ok(p) } else { Err(ResolveError::NoFile(p)) };
+        return if p.is_file() { Ok(p) } else { Err(FindError::NoFile(p)) };
     }
     let file = format!("{arg}.wasm");
     search_dirs()
         .into_iter()
         .map(|d| d.join(&file))
         .find(|p| p.is_file())
-        .ok_or_else(|| ResolveError::NoPlugin { name: arg.into(), available: available().join(", ") })
+        .ok_or_else(|| FindError::NoPlugin { name: arg.into(), available: available().join(", ") })
 }
 
 /// Names of the plugins found in the search directories.

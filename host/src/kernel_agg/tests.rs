@@ -25,12 +25,12 @@ fn sys(exit: bool, ts: u64, tid: u32, comm: &str, id: i64, arg: i64) -> Vec<u8> 
     b
 }
 
-fn run(specs: &[Spec], records: &[Vec<u8>]) -> Store {
+fn run(specs: &[Spec], records: &[Vec<u8>]) -> Aggregations {
     let mut e = Evaluator::new(specs, TaskFilter::default());
     for r in records {
         e.offer(&Record::new(r));
     }
-    Store { specs: specs.to_vec(), backend: Backend::Host(e) }
+    Aggregations { specs: specs.to_vec(), backend: Backend::Host(e) }
 }
 
 fn scalars(entries: &[types::AggEntry]) -> Vec<(String, i64)> {
@@ -56,7 +56,7 @@ fn scalars(entries: &[types::AggEntry]) -> Vec<(String, i64)> {
 #[test]
 fn counts_by_comm_and_syscall_like_the_kernel() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let by_comm = compile(
         &agg("tracepoint:raw_syscalls:sys_enter", vec![AggSource::Comm], KernelFunction::Count, AggSource::Pid),
         0,
@@ -86,7 +86,7 @@ fn counts_by_comm_and_syscall_like_the_kernel() {
 #[test]
 fn sums_filtered_by_syscall_and_comparison() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let mut wire =
         agg("syscall:write:entry", vec![AggSource::Pid], KernelFunction::Sum, AggSource::Field("arg2".into()));
     wire.filter.predicates.push(types::Predicate { field: "arg2".into(), op: types::CmpOp::Gt, value: 100 });
@@ -106,7 +106,7 @@ fn sums_filtered_by_syscall_and_comparison() {
 #[test]
 fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let mut wire = agg(
         "tracepoint:raw_syscalls:sys_exit",
         vec![AggSource::Syscall],
@@ -146,7 +146,7 @@ fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
 #[test]
 fn more_starts_open_the_same_intervals_each_under_its_own_filter() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let mut wire = agg("tracepoint:raw_syscalls:sys_exit", vec![], KernelFunction::Log2Histogram, AggSource::Latency);
     let only = |nr: u32| Filter { syscalls: vec![nr], ..filter() };
     wire.start = Some(StartEvent {
@@ -185,7 +185,7 @@ fn more_starts_open_the_same_intervals_each_under_its_own_filter() {
 #[test]
 fn linear_histogram_buckets_match_lquantize() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let lin = types::LinearBuckets { min: 0, max: 100, step: 10 };
     let spec = compile(
         &agg(
@@ -215,7 +215,7 @@ fn linear_histogram_buckets_match_lquantize() {
 #[test]
 fn bad_declarations_name_the_problem() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let err = |w: KernelAggregation| compile(&w, 0, &source).unwrap_err();
     assert!(err(agg("proc:exec", vec![], KernelFunction::Count, AggSource::Pid))
         .contains("syscall probes and tracefs tracepoints"));
@@ -293,7 +293,7 @@ fn a_task_correlation_is_flagged_on_the_action_and_its_site() {
 #[test]
 fn sites_number_syscalls_first_and_cap_actions() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let specs: Vec<Spec> = (0..9)
         .map(|i| {
             compile(
@@ -312,7 +312,7 @@ fn sites_number_syscalls_first_and_cap_actions() {
 #[test]
 fn a_full_map_counts_what_it_cannot_keep() {
     let table = ProbeTable::default();
-    let source = Source::Recorded(&table);
+    let source = ProbeLookup::Recorded(&table);
     let wire = agg(
         "tracepoint:raw_syscalls:sys_exit",
         vec![AggSource::Field("ret".into())],

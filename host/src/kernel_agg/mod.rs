@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use wasmtap_abi::{header, hist, Kind, Record};
 
-use crate::collect::agg::{
+use crate::collect::agg_maps::{
     KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, ACTIONS_PER_SITE, ACTION_BYTES, KEYS_MAX, SITES_MAX,
     SITE_DATA, SITE_TASKS, VALUES_MAX,
 };
 use crate::collect::fields::{self, FieldLoc};
 use crate::collect::live::{preds_bytes, KernelFilter};
 use crate::collect::probes::{self, ProbeSpec};
-use crate::collect::table::{Pred, Source, KERNEL_PREDS_MAX, NR_SYSCALLS};
+use crate::collect::table::{Pred, ProbeLookup, KERNEL_PREDS_MAX, NR_SYSCALLS};
 use crate::wit::types;
 
 /// Kernel aggregations per plugin.
@@ -259,7 +259,7 @@ struct Probe {
     fields: FieldLookup,
 }
 
-fn probe(name: &str, source: &Source<'_>) -> Result<Probe, String> {
+fn probe(name: &str, source: &ProbeLookup<'_>) -> Result<Probe, String> {
     let spec = probes::parse(name).map_err(|e| e.to_string())?;
     match spec {
         ProbeSpec::Syscall { kind, nr } => {
@@ -332,7 +332,7 @@ fn preds(f: &types::Filter, p: &Probe) -> Result<Vec<Pred>, String> {
 }
 
 /// Compile aggregation `wire` of a plan as id `id`, resolving its probes in `source`.
-pub fn compile(wire: &types::KernelAggregation, id: u32, source: &Source<'_>) -> Result<Spec, String> {
+pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_>) -> Result<Spec, String> {
     let end = probe(&wire.probe, source)?;
     if wire.keys.len() > KEYS_MAX {
         return Err(format!("at most {KEYS_MAX} key parts"));
@@ -614,14 +614,14 @@ pub enum Backend {
 }
 
 /// Every kernel aggregation of a run and where their values are.
-pub struct Store {
+pub struct Aggregations {
     pub specs: Vec<Spec>,
     pub backend: Backend,
 }
 
-pub type SharedStore = Arc<Mutex<Store>>;
+pub type SharedAggregations = Arc<Mutex<Aggregations>>;
 
-impl Store {
+impl Aggregations {
     /// A snapshot of aggregation `id`, optionally starting the next one from zero.
     pub fn read(&mut self, id: u32, reset: bool) -> Result<Vec<types::AggEntry>, String> {
         let spec = self.specs.iter().find(|s| s.id == id).ok_or_else(|| format!("no kernel aggregation {id}"))?;
@@ -734,7 +734,7 @@ pub fn entries(spec: &Spec, raw: Vec<(RawKey, RawValue)>) -> Vec<types::AggEntry
 /// One plugin's view of the store: its own aggregation ids.
 #[derive(Clone)]
 pub struct PluginAggs {
-    pub store: SharedStore,
+    pub store: SharedAggregations,
     /// Global ids, by the plugin's index.
     pub ids: Vec<u32>,
 }

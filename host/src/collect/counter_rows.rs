@@ -1,5 +1,5 @@
 //! The collectors' counter rows (`WT_ROW_*` in `bpf/wasmtap.h`): where each
-//! [`ProbeRow`] sits in the per-CPU `COUNTERS` array, and which rows a collector can
+//! [`CounterRow`] sits in the per-CPU `COUNTERS` array, and which rows a collector can
 //! write, so that reading them (at exit, or for periodic stats) skips the rest.
 //!
 //! `COUNTERS[row * SLOTS + slot]`, slots filtered, emitted, dropped (ring full), lost
@@ -16,10 +16,10 @@
 
 use wasmtap_abi::Kind;
 
-use super::agg::AGG_KIND;
+use super::agg_maps::AGG_KIND;
 use super::probes::Collector;
 use super::table::ProbeTable;
-use crate::accounting::{KernelCounters, KindCounters, ProbeRow};
+use crate::accounting::{CounterRow, KernelCounters, KindCounters};
 
 /// Counter slots per row (`WT_SLOTS`): filtered, emitted, dropped, lost.
 pub const SLOTS: u32 = 4;
@@ -49,52 +49,52 @@ pub const ROW_PERF: u32 = ROW_USER + USER_SLOTS;
 pub const ROWS: u32 = ROW_PERF + PERF_EVENTS;
 
 /// The row of index `i` of a class of rows.
-type RowOf = fn(u32) -> ProbeRow;
+type RowOf = fn(u32) -> CounterRow;
 
 /// The classes of rows past the kinds: first row, count, and the row of index `i`.
 const RANGES: [(u32, u32, RowOf); 5] = [
-    (ROW_SYS_ENTER, NR_SYSCALLS, ProbeRow::SysEnter),
-    (ROW_SYS_EXIT, NR_SYSCALLS, ProbeRow::SysExit),
-    (ROW_TRACEPOINT, TP_SLOTS, ProbeRow::Tracepoint),
-    (ROW_USER, USER_SLOTS, ProbeRow::User),
-    (ROW_PERF, PERF_EVENTS, ProbeRow::Perf),
+    (ROW_SYS_ENTER, NR_SYSCALLS, CounterRow::SysEnter),
+    (ROW_SYS_EXIT, NR_SYSCALLS, CounterRow::SysExit),
+    (ROW_TRACEPOINT, TP_SLOTS, CounterRow::Tracepoint),
+    (ROW_USER, USER_SLOTS, CounterRow::User),
+    (ROW_PERF, PERF_EVENTS, CounterRow::Perf),
 ];
 
-impl ProbeRow {
+impl CounterRow {
     /// The row's index in `COUNTERS`, if it has one (slots past the caps have none:
     /// the kernel counts those events in their kind's row).
     pub fn index(self) -> Option<u32> {
         let (base, n, i) = match self {
-            ProbeRow::Kind(k) => return Some(k as u32),
-            ProbeRow::SysEnter(nr) => (ROW_SYS_ENTER, NR_SYSCALLS, nr),
-            ProbeRow::SysExit(nr) => (ROW_SYS_EXIT, NR_SYSCALLS, nr),
-            ProbeRow::Tracepoint(s) => (ROW_TRACEPOINT, TP_SLOTS, s),
-            ProbeRow::User(s) => (ROW_USER, USER_SLOTS, s),
-            ProbeRow::Perf(s) => (ROW_PERF, PERF_EVENTS, s),
+            CounterRow::Kind(k) => return Some(k as u32),
+            CounterRow::SysEnter(nr) => (ROW_SYS_ENTER, NR_SYSCALLS, nr),
+            CounterRow::SysExit(nr) => (ROW_SYS_EXIT, NR_SYSCALLS, nr),
+            CounterRow::Tracepoint(s) => (ROW_TRACEPOINT, TP_SLOTS, s),
+            CounterRow::User(s) => (ROW_USER, USER_SLOTS, s),
+            CounterRow::Perf(s) => (ROW_PERF, PERF_EVENTS, s),
         };
         (i < n).then_some(base + i)
     }
 
     /// The probe row at `index` of `COUNTERS`; none for the aggregation row and unused ones.
-    pub fn from_index(index: u32) -> Option<ProbeRow> {
+    pub fn from_index(index: u32) -> Option<CounterRow> {
         if index < KIND_ROWS {
-            return Kind::from_u16(index as u16).map(ProbeRow::Kind);
+            return Kind::from_u16(index as u16).map(CounterRow::Kind);
         }
         RANGES.iter().find(|(base, n, _)| (*base..base + n).contains(&index)).map(|(base, _, row)| row(index - base))
     }
 
     /// The row of entry `i` of a table whose rows are `row(0..n)`, as the kernel
     /// picks it (`wt_row`): the kind's own row past the cap.
-    pub(crate) fn bounded(kind: Kind, i: usize, n: u32, row: RowOf) -> ProbeRow {
+    pub(crate) fn bounded(kind: Kind, i: usize, n: u32, row: RowOf) -> CounterRow {
         match u32::try_from(i) {
             Ok(i) if i < n => row(i),
-            _ => ProbeRow::Kind(kind),
+            _ => CounterRow::Kind(kind),
         }
     }
 }
 
 /// The `COUNTERS` rows collector `c` can write in a run of `table`.
-pub fn counter_rows(c: Collector, table: &ProbeTable) -> Vec<u32> {
+pub fn writable_by(c: Collector, table: &ProbeTable) -> Vec<u32> {
     let kinds = |ks: &[Kind]| ks.iter().map(|k| *k as u32).collect::<Vec<_>>();
     let slots = |kind: Kind, base: u32, n: usize, cap: u32| {
         let mut rows = kinds(&[kind]);
@@ -123,7 +123,7 @@ impl KernelCounters {
             if counts != KindCounters::default() {
                 *self.aggregated.get_or_insert_with(Default::default) += counts;
             }
-        } else if let Some(row) = ProbeRow::from_index(index) {
+        } else if let Some(row) = CounterRow::from_index(index) {
             self.add_probe(row, counts);
         }
     }
@@ -186,7 +186,7 @@ mod tests {
     fn every_row_index_maps_back_to_its_row() {
         let mut seen = 0;
         for index in 0..ROWS {
-            match ProbeRow::from_index(index) {
+            match CounterRow::from_index(index) {
                 Some(row) => {
                     assert_eq!(row.index(), Some(index), "{row}");
                     seen += 1;
@@ -195,10 +195,10 @@ mod tests {
             }
         }
         assert_eq!(seen, ROWS - KIND_ROWS + Kind::ALL.len() as u32);
-        assert_eq!(ProbeRow::from_index(ROWS), None);
-        assert_eq!(ProbeRow::from_index(AGG_KIND), None);
-        assert_eq!(ProbeRow::SysEnter(NR_SYSCALLS).index(), None);
-        assert_eq!(ProbeRow::Perf(PERF_EVENTS - 1).index(), Some(ROWS - 1));
+        assert_eq!(CounterRow::from_index(ROWS), None);
+        assert_eq!(CounterRow::from_index(AGG_KIND), None);
+        assert_eq!(CounterRow::SysEnter(NR_SYSCALLS).index(), None);
+        assert_eq!(CounterRow::Perf(PERF_EVENTS - 1).index(), Some(ROWS - 1));
     }
 
     #[test]
@@ -210,7 +210,10 @@ mod tests {
         k.add_row(AGG_KIND, one);
         k.add_row(AGG_KIND, one);
         k.add_row(ROW_USER + 1, KindCounters::default());
-        assert_eq!(k.probes.keys().copied().collect::<Vec<_>>(), [ProbeRow::Kind(Kind::Exec), ProbeRow::SysExit(60)]);
+        assert_eq!(
+            k.probes.keys().copied().collect::<Vec<_>>(),
+            [CounterRow::Kind(Kind::Exec), CounterRow::SysExit(60)]
+        );
         assert_eq!(k.kinds.len(), 2);
         assert_eq!(k.aggregated.map(|a| a.filtered), Some(2));
     }
@@ -218,9 +221,9 @@ mod tests {
     #[test]
     fn collectors_read_only_the_rows_they_write() {
         let table = ProbeTable::default();
-        assert_eq!(counter_rows(Collector::Syscalls, &table).len(), 2 + 2 * NR_SYSCALLS as usize);
-        assert_eq!(counter_rows(Collector::Proc, &table), [3, 4, 5]);
-        assert_eq!(counter_rows(Collector::Tracepoint, &table), [Kind::Tracepoint as u32]);
-        assert_eq!(counter_rows(Collector::Agg, &table), [AGG_KIND]);
+        assert_eq!(writable_by(Collector::Syscalls, &table).len(), 2 + 2 * NR_SYSCALLS as usize);
+        assert_eq!(writable_by(Collector::Proc, &table), [3, 4, 5]);
+        assert_eq!(writable_by(Collector::Tracepoint, &table), [Kind::Tracepoint as u32]);
+        assert_eq!(writable_by(Collector::Agg, &table), [AGG_KIND]);
     }
 }
