@@ -1,17 +1,15 @@
-//! The run loop: chunks from a source (live collectors or a recording) go to the
-//! plugins in batches; ticks fire on time; at the end plugins finish and every event
-//! is accounted for.
+//! The run loop: chunks from an [`EventSource`] (live collectors or a recording, with a
+//! recording [`Tee`] on either) go to the plugins in batches; ticks fire on the source's
+//! time; at the end plugins finish and every event is accounted for.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::accounting::{Accounting, HostUsage, KernelCounters, LossReason};
-use crate::clock::Clock;
-use crate::collect::live::{ChunkReceiver, Live};
 use crate::collect::overload::{self, Notice};
-use crate::collect::recording::{self, Reader, RecordingError, Writer};
+use crate::collect::recording::{self, RecordingError, Writer};
+use crate::collect::source::{EventSource, Next, SourceEnd};
 use crate::drops;
 use crate::output::Output;
 use crate::plugin::symbols;
@@ -19,35 +17,37 @@ use crate::plugin::PluginSet;
 use crate::sys::GatedChild;
 use crate::watchdog::{self, Doing};
 
-/// How a live run ends.
-pub struct LiveOptions {
+/// How a run ends, and what watches it. A replay needs none of it.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Set by SIGINT/SIGTERM.
     pub stop: Arc<AtomicBool>,
     pub duration: Option<Duration>,
+    /// The `-c` command: released once the plugins have begun; the run ends when it exits.
     pub child: Option<GatedChild>,
-    pub record: Option<Writer>,
     /// The live symbolizer, shown each process whose stacks pass by.
     pub symbols: Option<symbols::Live>,
     /// The overload guard, which stops the run when the collectors cost too much.
     pub overload: Option<overload::Guard>,
 }
 
-/// Run plugins over live events until Ctrl-C, the duration, or the `-c` command's exit.
-pub fn run_live(
+/// Run plugins over `source` until it ends, or until Ctrl-C, the duration, the `-c`
+/// command's exit, a closed output or the overload guard ends it.
+pub fn run(
     plugins: &mut PluginSet,
-    mut live: Live,
-    rx: ChunkReceiver,
-    mut opts: LiveOptions,
+    source: &mut dyn EventSource,
+    mut opts: RunOptions,
     out: &mut Output,
 ) -> Result<Accounting, RecordingError> {
-    let clock = Clock::live();
     let started = Instant::now();
     let mut stopping = false;
     let mut command_status = None;
-    let mut addresses = opts.record.as_ref().map(|_| symbols::Addresses::default());
     // Only records that carry user addresses need their processes' maps seen.
     let observer = opts.symbols.clone().filter(|_| plugins.table.has_user_addresses());
     let mut reporter = drops::Reporter::new(drops::REPORT_PERIOD);
+    let clock = source.clock();
     plugins.begin(clock.mono_ns(), out, &clock);
+    plugins.tick(clock.mono_ns(), out, &clock);
     if let Some(child) = opts.child.as_mut() {
         if let Err(e) = child.release() {
             out.diag(&format!("cannot start the command: {e}"));
@@ -55,27 +55,26 @@ pub fn run_live(
     }
     loop {
         watchdog::beat(Doing::Waiting);
-        match rx.recv_timeout(Duration::from_millis(5)) {
-            Ok(chunk) => {
-                watchdog::beat(Doing::Dispatching);
-                if let Some(sym) = &observer {
-                    sym.observe(&chunk.bytes);
-                }
-                if let Some(w) = opts.record.as_mut() {
-                    w.chunk(&chunk)?;
-                }
-                if let Some(a) = addresses.as_mut() {
-                    a.add(&chunk.bytes);
-                }
-                plugins.dispatch(&chunk.bytes, out, &clock);
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
+        let chunk = match source.next()? {
+            Next::Chunk(chunk) => Some(chunk),
+            Next::Idle => None,
+            Next::End => break,
+        };
+        // Timers due by the source's time fire before the records that come after them.
+        let clock = source.clock();
         watchdog::beat(Doing::Ticking);
         plugins.tick(clock.mono_ns(), out, &clock);
+        if let Some(chunk) = chunk {
+            watchdog::beat(Doing::Dispatching);
+            if let Some(sym) = &observer {
+                sym.observe(&chunk.bytes);
+            }
+            plugins.dispatch(&chunk.bytes, out, &clock);
+        }
         if reporter.due() {
-            report_drops(&mut reporter, &live, plugins, out);
+            if let Some(kernel) = source.counters_now() {
+                report_drops(&mut reporter, &kernel, plugins, out);
+            }
         }
         // Rows reach the reader as they happen (one write per chunk at most), not at exit.
         watchdog::beat(Doing::Flushing);
@@ -94,8 +93,7 @@ pub fn run_live(
             stopping = true;
         }
         if stopping {
-            // The drain thread empties the rings once more, then closes the channel.
-            live.stop();
+            source.stop();
         }
     }
     if command_status.is_none() {
@@ -103,27 +101,72 @@ pub fn run_live(
             child.kill();
         }
     }
+    let clock = source.clock();
+    plugins.tick(clock.mono_ns(), out, &clock);
     watchdog::beat(Doing::Finishing);
     plugins.finish(out, &clock);
-    let mut kernel = live.counters();
-    if let Some(w) = opts.record.take() {
-        let symbols = match (&opts.symbols, &addresses) {
-            (Some(sym), Some(a)) => sym.table(a),
-            _ => Vec::new(),
-        };
-        // The kernel's counters only: a replay counts its own aggregation losses.
-        w.finish(&recording::Trailer { ended_mono_ns: clock.mono_ns(), counters: kernel.clone(), symbols })?;
-    }
+    let SourceEnd { mut kernel, ring_bytes, queue_peak_bytes } = source.finish()?;
     add_host_agg_lost(&mut kernel, plugins);
     let stats = plugins.stats(&kernel);
     let collectors = opts.overload.take().map(overload::Guard::finish);
     let host = HostUsage {
-        ring_bytes: live.ring_bytes(),
-        queue_peak_bytes: rx.peak_bytes(),
+        ring_bytes,
+        queue_peak_bytes,
         plugin_memory_peak_bytes: plugins.memory_peak_bytes(),
         ..HostUsage::now()
     };
     Ok(Accounting { kernel, plugins: stats, command_status, host, collectors })
+}
+
+/// Recording as a tee on any source: each chunk is written before the plugins see it,
+/// the trailer (the collectors' counters, and the names of the user addresses the
+/// records carry) once the source is done.
+pub struct Tee<'a> {
+    inner: &'a mut dyn EventSource,
+    writer: Option<Writer>,
+    symbols: Option<symbols::Live>,
+    addresses: symbols::Addresses,
+}
+
+impl<'a> Tee<'a> {
+    /// Write what `inner` yields with `writer`; name user addresses with `symbols`.
+    pub fn new(inner: &'a mut dyn EventSource, writer: Writer, symbols: Option<symbols::Live>) -> Tee<'a> {
+        Tee { inner, writer: Some(writer), symbols, addresses: symbols::Addresses::default() }
+    }
+}
+
+impl EventSource for Tee<'_> {
+    fn next(&mut self) -> Result<Next, RecordingError> {
+        let next = self.inner.next()?;
+        if let (Next::Chunk(chunk), Some(w)) = (&next, self.writer.as_mut()) {
+            w.chunk(chunk)?;
+            self.addresses.add(&chunk.bytes);
+        }
+        Ok(next)
+    }
+
+    fn clock(&self) -> crate::clock::Clock {
+        self.inner.clock()
+    }
+
+    fn counters_now(&self) -> Option<KernelCounters> {
+        self.inner.counters_now()
+    }
+
+    fn stop(&mut self) {
+        self.inner.stop();
+    }
+
+    fn finish(&mut self) -> Result<SourceEnd, RecordingError> {
+        let end = self.inner.finish()?;
+        if let Some(w) = self.writer.take() {
+            let symbols = self.symbols.as_ref().map(|s| s.table(&self.addresses)).unwrap_or_default();
+            let ended_mono_ns = self.inner.clock().mono_ns();
+            // The kernel's counters only: a replay counts its own aggregation losses.
+            w.finish(&recording::Trailer { ended_mono_ns, counters: end.kernel.clone(), symbols })?;
+        }
+        Ok(end)
+    }
 }
 
 /// True when the overload guard says the collectors cost too much; its notices go out
@@ -143,45 +186,11 @@ fn overloaded(guard: &Option<overload::Guard>, out: &mut Output) -> bool {
 }
 
 /// One live drop report, if anything was lost since the last.
-fn report_drops(reporter: &mut drops::Reporter, live: &Live, plugins: &PluginSet, out: &mut Output) {
-    let kernel = live.counters();
-    let stats = plugins.stats(&kernel);
-    if let Some(line) = reporter.report(drops::Tally::of(&kernel, &stats)) {
+fn report_drops(reporter: &mut drops::Reporter, kernel: &KernelCounters, plugins: &PluginSet, out: &mut Output) {
+    let stats = plugins.stats(kernel);
+    if let Some(line) = reporter.report(drops::Tally::of(kernel, &stats)) {
         out.diag(&line);
     }
-}
-
-/// Run plugins over a recording. Time is the recording's: ticks fire at recorded
-/// timestamps, so the same recording gives the same output every time.
-pub fn run_replay(plugins: &mut PluginSet, mut reader: Reader, out: &mut Output) -> Result<Accounting, RecordingError> {
-    let base =
-        Clock { fixed_mono_ns: Some(reader.header.started_mono_ns), wall_offset_ns: reader.header.wall_offset_ns };
-    let mut now = reader.header.started_mono_ns;
-    plugins.begin(now, out, &base);
-    plugins.tick(now, out, &base);
-    while let Some(chunk) = reader.next_chunk()? {
-        watchdog::beat(Doing::Dispatching);
-        if let Some(first) = wasmtap_abi::Records::new(&chunk.bytes).next() {
-            now = now.max(first.ts_ns());
-        }
-        let clock = Clock { fixed_mono_ns: Some(now), ..base };
-        plugins.tick(now, out, &clock);
-        plugins.dispatch(&chunk.bytes, out, &clock);
-        if let Some(last) = wasmtap_abi::Records::new(&chunk.bytes).last() {
-            now = now.max(last.ts_ns());
-        }
-    }
-    let kernel = reader.trailer().map(|t| t.counters.clone()).unwrap_or_default();
-    let end = reader.trailer().map_or(now, |t| t.ended_mono_ns.max(now));
-    let clock = Clock { fixed_mono_ns: Some(end), ..base };
-    plugins.tick(end, out, &clock);
-    watchdog::beat(Doing::Finishing);
-    plugins.finish(out, &clock);
-    let mut kernel = kernel;
-    add_host_agg_lost(&mut kernel, plugins);
-    let stats = plugins.stats(&kernel);
-    let host = HostUsage { plugin_memory_peak_bytes: plugins.memory_peak_bytes(), ..HostUsage::now() };
-    Ok(Accounting { kernel, plugins: stats, command_status: None, host, collectors: None })
 }
 
 /// Events that kernel aggregations computed in the host (recording, replay) could not

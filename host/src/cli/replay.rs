@@ -5,6 +5,7 @@ use anyhow::bail;
 use super::{Outcome, ReplayArgs};
 use crate::collect::probes::{self, ProbeSpec};
 use crate::collect::recording::Reader;
+use crate::collect::source::Replay;
 use crate::collect::table::ProbeLookup;
 use crate::pipeline;
 use crate::sandbox::Sandbox;
@@ -55,7 +56,7 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         }
     }
     out.flush();
-    let accounting = pipeline::run_replay(&mut plugins, reader, &mut out)?;
+    let accounting = pipeline::run(&mut plugins, &mut Replay::new(reader), pipeline::RunOptions::default(), &mut out)?;
     watchdog::beat(Doing::Reporting);
     out.accounting(&accounting, args.common.stats);
     out.close().map_err(anyhow::Error::msg)?;

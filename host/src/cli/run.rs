@@ -12,9 +12,10 @@ use crate::collect::live::{KernelFilter, Live, LiveConfig};
 use crate::collect::map_sizes::MapSizes;
 use crate::collect::overload;
 use crate::collect::recording::{Header, Writer};
+use crate::collect::source::{EventSource, LiveSource};
 use crate::collect::table::ProbeLookup;
 use crate::output::Format;
-use crate::pipeline::{self, LiveOptions};
+use crate::pipeline::{self, RunOptions, Tee};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::privilege;
 use crate::sandbox::Sandbox;
@@ -147,15 +148,18 @@ fn trace(
         privilege::confine_dispatch_thread(child.as_ref().map(GatedChild::pid))?;
     }
     created.keep();
-    let opts = LiveOptions {
-        stop,
-        duration: trace.duration,
-        child: child.take(),
-        record: writer,
-        symbols: Some(symbols),
-        overload,
+    let opts =
+        RunOptions { stop, duration: trace.duration, child: child.take(), symbols: Some(symbols.clone()), overload };
+    let mut live = LiveSource::new(live, rx);
+    let mut tee;
+    let source: &mut dyn EventSource = match writer {
+        Some(writer) => {
+            tee = Tee::new(&mut live, writer, Some(symbols));
+            &mut tee
+        }
+        None => &mut live,
     };
-    let accounting = pipeline::run_live(&mut plugins, live, rx, opts, &mut out)?;
+    let accounting = pipeline::run(&mut plugins, source, opts, &mut out)?;
     watchdog::beat(Doing::Reporting);
     out.accounting(&accounting, common.stats);
     out.close().map_err(anyhow::Error::msg)?;

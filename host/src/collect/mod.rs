@@ -13,6 +13,7 @@ pub mod plan;
 pub mod probes;
 pub mod queue;
 pub mod recording;
+pub mod source;
 pub mod table;
 pub mod tracefs;
 
