@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use wasmtap::collect::probes;
 use wasmtap::plugin::params::{self, RawParam};
-use wasmtap::sandbox::types::{ParamKind, ParamSpec};
+use wasmtap::wit::types::{ParamKind, ParamSpec};
 
 const KINDS: [ParamKind; 4] = [ParamKind::Integer, ParamKind::Boolean, ParamKind::Text, ParamKind::Duration];
 

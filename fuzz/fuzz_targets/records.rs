@@ -70,6 +70,10 @@ fuzz_target!(|data: &[u8]| {
                 assert!(u.nargs() <= 12);
                 let _ = (u.probe(), u.ip(), u.arg(11), u.arg(usize::MAX), u.retval(), u.arg_named("arg0"));
             }
+            Event::Open(o) => {
+                assert!(o.path_bytes().len() <= size);
+                let _ = (o.syscall().to_string(), o.dfd(), o.flags(), o.mode(), o.ret(), o.latency_ns(), o.path());
+            }
             Event::Sample(s) => {
                 let _ = (s.event(), s.cpu(), s.addr(), s.ip());
             }
