@@ -8,30 +8,26 @@ use std::process::Stdio;
 use serde_json::Value as Json;
 use wasmtap_tests::*;
 
-/// The bound on the host's peak resident memory for an open storm streamed by opensnoop.
+/// The bound on the host's peak resident memory for a stream at full rate.
 const PEAK_MIB: u64 = 64;
 const OPENS: u64 = 200_000;
+const GETPPIDS: u64 = 3_000_000;
+/// The bound of the queue between the drain thread and the plugins, and one chunk over.
+const QUEUE_MAX: u64 = (12 << 20) + (260 << 10);
 
-#[test]
-fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid() {
-    if !require_root() {
-        return;
-    }
-    let _g = serial();
-    let path = target_dir().join("memory-open-storm.json");
+/// Run `wasmtap run ARGS -o json -c CMD` with the output in a file; its stderr, the
+/// output's text, and its accounting.
+fn run_to_file(name: &str, args: &[&str], cmd: &str) -> (String, String, Json) {
+    let path = target_dir().join(format!("memory-{name}.json"));
     let out = std::fs::File::create(&path).expect("output file");
-    let cmd = format!("{} {OPENS} /etc/hostname", workload("open_storm").display());
-    // Budgets lifted as a user streaming at full rate would, and a deadline long
-    // enough for a loaded machine: only the pipeline's memory is under test.
     let o = wasmtap()
-        .args(["run", "opensnoop", "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"])
-        .args(["-o", "json", "-c", &cmd])
+        .arg("run")
+        .args(args)
+        .args(["-o", "json", "-c", cmd])
         .stdout(Stdio::from(out))
         .stderr(Stdio::piped())
         .output()
         .expect("spawn wasmtap");
-    let err = stderr(&o);
-    assert!(err.contains(&format!("opens {OPENS}")), "the workload ran: {err}");
     let text = std::fs::read_to_string(&path).expect("output");
     let _ = std::fs::remove_file(&path);
     let acct = text
@@ -40,14 +36,29 @@ fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid
         .filter_map(|l| serde_json::from_str::<Json>(l).ok())
         .find(|v| v["type"] == "accounting")
         .expect("accounting");
-    let acct = &acct["data"];
+    (stderr(&o), text, acct["data"].clone())
+}
+
+#[test]
+fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} {OPENS} /etc/hostname", workload("open_storm").display());
+    // Budgets lifted as a user streaming at full rate would, and a deadline long
+    // enough for a loaded machine: only the pipeline's memory is under test.
+    let args = ["opensnoop", "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"];
+    let (err, text, acct) = run_to_file("open-storm", &args, &cmd);
+    assert!(err.contains(&format!("opens {OPENS}")), "the workload ran: {err}");
+    let acct = &acct;
     let host = &acct["host"];
 
     // The bound, and the parts --stats names.
     let peak = u(&host["peak_rss_bytes"]);
     assert!(peak <= PEAK_MIB << 20, "peak RSS {} MiB over {PEAK_MIB} MiB: {host}", peak >> 20);
     assert_eq!(u(&host["ring_bytes"]), 2 * (8 << 20) + 2 * 4096, "the file ring, mapped twice: {host}");
-    assert!(u(&host["queue_peak_bytes"]) <= (24 << 20) + (260 << 10), "the queue's bound: {host}");
+    assert!(u(&host["queue_peak_bytes"]) <= QUEUE_MAX, "the queue's bound: {host}");
     let plugins = u(&host["plugin_memory_peak_bytes"]);
     assert!(plugins > 0 && plugins <= 64 << 20, "opensnoop's memory: {host}");
 
@@ -62,5 +73,35 @@ fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid
         assert_eq!(rows, OPENS, "every open a row");
     } else {
         assert!(rows <= OPENS && rows + ring_full >= OPENS, "rows {rows} + ring-full {ring_full} account for {OPENS}");
+    }
+}
+
+#[test]
+fn a_streaming_syscall_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // getppid as fast as one CPU makes it, each one a row: the syscall collector's
+    // stream at its fastest.
+    let cmd = format!("{} {GETPPIDS}", workload("getppid_loop").display());
+    let args = ["snoop", "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"];
+    let (err, text, acct) = run_to_file("syscall-storm", &args, &cmd);
+    let host = &acct["host"];
+    let peak = u(&host["peak_rss_bytes"]);
+    assert!(peak <= PEAK_MIB << 20, "peak RSS {} MiB over {PEAK_MIB} MiB: {host}\n{err}", peak >> 20);
+    assert_eq!(u(&host["ring_bytes"]), 2 * (16 << 20) + 2 * 4096, "the syscall ring, mapped twice: {host}");
+    assert!(u(&host["queue_peak_bytes"]) <= QUEUE_MAX, "the queue's bound: {host}");
+
+    let enter = &acct["kernel"]["kinds"]["sys_enter"];
+    let (emitted, ring_full) = (u(&enter["emitted"]), u(&enter["dropped"]));
+    let plugin = &acct["plugins"][0];
+    assert_eq!(u(&plugin["delivered"]), emitted, "{plugin}");
+    assert_eq!(u(&plugin["dropped"]), 0, "{plugin}");
+    let rows = text.lines().filter(|l| l.contains("\"type\":\"row\"") && l.contains("getppid_loop")).count() as u64;
+    if ring_full == 0 {
+        assert_eq!(rows, GETPPIDS, "every call a row");
+    } else {
+        assert!(rows + ring_full >= GETPPIDS, "rows {rows} + ring-full {ring_full} account for {GETPPIDS}");
     }
 }

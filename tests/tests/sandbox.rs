@@ -309,8 +309,8 @@ fn when_the_consumer_falls_behind_the_ring_overflows_and_every_event_is_still_ac
     }
     let _g = serial();
     // slowpoke works 1 ms per batch: about a million events a second, fewer than the
-    // workload makes; past the host's 64 MiB of chunks in flight the drain thread waits
-    // and the 64 MiB ring fills, so the kernel drops, and counts, the rest.
+    // workload makes; past the host's 12 MiB of chunks in flight the drain thread waits
+    // and the 16 MiB ring fills, so the kernel drops, and counts, the rest.
     const CALLS: u64 = 8_000_000;
     let cmd = format!("{} {CALLS}", workload("getppid_loop").display());
     let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("slowpoke")).args([

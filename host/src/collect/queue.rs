@@ -7,7 +7,6 @@
 //! peak for `--stats`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -72,11 +71,11 @@ impl QueueSender {
         Ok(())
     }
 
-    /// Wait while the queue holds its bound or more. Returns at once when `stop` is set
-    /// (checked every millisecond) and when the receiver is gone.
-    pub fn wait_for_room(&self, stop: &AtomicBool) {
+    /// Wait while the queue holds its bound or more; returns at once when the receiver is
+    /// gone. Its owner must keep receiving until the sender is gone, or drop the receiver.
+    pub fn wait_for_room(&self) {
         let mut s = self.shared.lock();
-        while s.bytes >= self.shared.cap && !s.receiver_gone && !stop.load(Ordering::Relaxed) {
+        while s.bytes >= self.shared.cap && !s.receiver_gone {
             s = self.shared.emptied.wait_timeout(s, Duration::from_millis(1)).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
@@ -171,7 +170,6 @@ mod tests {
     #[test]
     fn the_sender_waits_at_the_bound_until_the_receiver_takes() {
         let (tx, rx) = bounded(8192);
-        let stop = AtomicBool::new(false);
         tx.send(chunk(8192)).unwrap();
         let taker = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
@@ -179,7 +177,7 @@ mod tests {
             (c, rx)
         });
         let t = Instant::now();
-        tx.wait_for_room(&stop);
+        tx.wait_for_room();
         assert!(t.elapsed() >= Duration::from_millis(40), "waited for the receiver");
         let (c, rx) = taker.join().unwrap();
         assert_eq!(c.bytes.len(), 8192);
@@ -187,20 +185,17 @@ mod tests {
         // Under the bound: no wait.
         tx.send(chunk(100)).unwrap();
         let t = Instant::now();
-        tx.wait_for_room(&stop);
+        tx.wait_for_room();
         assert!(t.elapsed() < Duration::from_millis(40));
         assert_eq!(rx.peak_bytes(), 8192);
     }
 
     #[test]
-    fn stop_and_a_gone_receiver_end_the_wait() {
+    fn a_gone_receiver_ends_the_wait() {
         let (tx, rx) = bounded(4096);
         tx.send(chunk(10)).unwrap();
-        let stop = AtomicBool::new(true);
-        tx.wait_for_room(&stop);
-        let stop = AtomicBool::new(false);
         drop(rx);
-        tx.wait_for_room(&stop);
+        tx.wait_for_room();
         assert_eq!(tx.bytes(), 0, "what was queued is freed with the receiver");
         assert!(tx.send(chunk(10)).is_err(), "the chunk comes back");
     }

@@ -57,14 +57,16 @@ pub trait EventSource {
 
 /// The live collectors: chunks as the drain thread copies them out of the rings.
 pub struct LiveSource {
-    live: Live,
+    // Dropped before `live`, whose drop waits for the drain thread's last pass: that
+    // pass ends at once when no one can take its chunks.
     rx: ChunkReceiver,
+    live: Live,
     clock: Clock,
 }
 
 impl LiveSource {
     pub fn new(live: Live, rx: ChunkReceiver) -> LiveSource {
-        LiveSource { live, rx, clock: Clock::live() }
+        LiveSource { rx, live, clock: Clock::live() }
     }
 }
 
