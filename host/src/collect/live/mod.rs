@@ -1,0 +1,345 @@
+//! The live event source: loads the collectors with aya, writes the kernel-side
+//! filters into their maps, and drains their ring buffers on a thread of its own so a
+//! slow plugin never stalls the kernel side: when the pipeline falls too far behind,
+//! the thread stops draining and the kernel counts what it cannot write, per probe
+//! ([`super::counter_rows`]). Needs the capabilities in [`crate::privilege::ATTACH`].
+//!
+//! Ring buffers are written with `BPF_RB_NO_WAKEUP` (a wakeup costs a VM exit per event
+//! on these machines), so the drain thread polls every millisecond instead of waiting.
+//!
+//! Here: [`Live`] (start, counters, stop). Beside it: `load.rs` (the collectors' objects,
+//! globals, ring sizes and kernel-side filters), `attach.rs` (programs attached and
+//! detached), `drain.rs` (the drain thread and its end of the queue).
+
+mod attach;
+mod drain;
+mod load;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use std::os::fd::AsFd;
+
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+use aya::programs::{PerfEvent, RawTracePoint, TracePoint, UProbe};
+use aya::{Ebpf, EbpfLoader};
+use wasmtap_abi::Kind;
+
+use super::counter_rows::{self, writable_by};
+use super::map_sizes::MapSizes;
+use super::probes::{collector_of, Collector};
+use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
+use super::Chunk;
+use crate::accounting::{AggLosses, KernelCounters, KindCounters, LossReason};
+use crate::collect::agg_maps::{
+    agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, VALUES_MAX,
+};
+
+use attach::*;
+use drain::*;
+use load::*;
+
+pub use drain::ChunkReceiver;
+pub use load::{comm_key, preds_bytes, prefetch_loader};
+
+/// Why the live source could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error(transparent)]
+    Privilege(#[from] crate::privilege::PrivilegeError),
+    #[error("cannot load the {collector:?} collector: {reason}")]
+    Load { collector: Collector, reason: String },
+    #[error("cannot attach {what}: {reason}")]
+    Attach { what: String, reason: String },
+    #[error("cannot configure the {collector:?} collector's {map} map: {reason}")]
+    Map { collector: Collector, map: &'static str, reason: String },
+    #[error("cannot start the ring buffer thread: {0}")]
+    Thread(std::io::Error),
+    #[error("{0} kernel aggregations time intervals by thread; at most {max} may", max = crate::collect::agg_maps::TID_AGGS_MAX)]
+    TooManyTidAggs(usize),
+}
+
+/// Filters applied in the kernel, for every collector.
+#[derive(Clone, Debug, Default)]
+pub struct KernelFilter {
+    /// Only these processes (`-p`, `-c`), plus their descendants if `follow_children`.
+    pub targets: Option<Vec<u32>>,
+    pub follow_children: bool,
+    pub uids: Option<Vec<u32>>,
+    pub comms: Option<Vec<String>>,
+    /// cgroup ids with their levels: tasks in them or below them.
+    pub cgroups: Option<Vec<(u64, u32)>>,
+    pub syscalls: Option<Vec<u32>>,
+}
+
+/// What to collect.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    pub kinds: BTreeSet<Kind>,
+    pub filter: KernelFilter,
+    /// Tracepoints, uprobes and perf events to attach, with their per-probe settings.
+    pub table: ProbeTable,
+    /// Kernel aggregations: probe sites and their actions (none: no aggregation collector).
+    pub aggs: Vec<SiteConfig>,
+    /// The filter of the aggregation collector, which the host cannot re-check.
+    pub agg_filter: KernelFilter,
+    /// Bookkeeping maps resized (`WASMTAP_MAP_ENTRIES`).
+    pub map_sizes: MapSizes,
+    /// The overload guard's measuring process, never traced (like the host itself).
+    pub meter_tgid: Option<u32>,
+}
+
+/// Running collectors and their drain thread.
+pub struct Live {
+    objects: Vec<(Collector, Ebpf)>,
+    /// The `COUNTERS` rows each collector can write.
+    counted: Vec<(Collector, Vec<u32>)>,
+    /// Tracepoint, uprobe and USDT attachments (detached when dropped).
+    _links: Vec<crate::sys::PerfLink>,
+    stop: Arc<AtomicBool>,
+    drain: Option<JoinHandle<()>>,
+    pipeline_drops: Arc<AtomicU64>,
+    malformed: Arc<AtomicU64>,
+    /// The aggregation collector's values, until the plugins' reader takes them.
+    values: Option<KernelValues>,
+    /// Aggregation ids in use, whose losses are read.
+    agg_ids: u32,
+    /// Bytes of ring buffer the drain thread maps (each ring's data twice, plus its two
+    /// position pages).
+    ring_bytes: u64,
+}
+
+impl Live {
+    /// Load, configure and attach what `config` needs; events arrive on the receiver.
+    pub fn start(config: &LiveConfig) -> Result<(Live, ChunkReceiver), CollectError> {
+        crate::privilege::check_attach(!config.table.user.is_empty())?;
+        crate::collect::tracefs::ensure_mounted();
+        let collectors: BTreeSet<Collector> = config.kinds.iter().map(|k| collector_of(*k)).collect();
+        let mut objects = Vec::new();
+        let mut user_links = Vec::new();
+        let (agg_globals, globals) = (Globals::new(&config.agg_filter, config), Globals::new(&config.filter, config));
+        let mut loader = take_loader();
+        for (map, entries) in &config.map_sizes.0 {
+            loader.map_max_entries(map, *entries);
+        }
+        if !config.aggs.is_empty() {
+            let c = Collector::Agg;
+            let mut obj = load(&mut loader, c, &agg_globals)?;
+            configure(c, &mut obj, &config.agg_filter, config)?;
+            objects.push((c, obj));
+        }
+        for c in collectors {
+            let mut obj = load(&mut loader, c, &globals)?;
+            configure(c, &mut obj, &config.filter, config)?;
+            objects.push((c, obj));
+        }
+        drop(loader);
+        let mut rings = Vec::new();
+        let mut ring_bytes = 0;
+        let mut values = None;
+        // In order: the aggregation collector first, so its programs run first (a
+        // latency's start is stamped after the aggregation's own work, its end before).
+        for (c, obj) in &mut objects {
+            let c = *c;
+            if c == Collector::Agg {
+                attach_aggs(obj, config, &mut user_links)?;
+                let map = obj.take_map("AGG_VALUES").ok_or(CollectError::Map {
+                    collector: c,
+                    map: "AGG_VALUES",
+                    reason: "missing".into(),
+                })?;
+                values = Some(KernelValues::new(map).map_err(|reason| CollectError::Map {
+                    collector: c,
+                    map: "AGG_VALUES",
+                    reason,
+                })?);
+                continue;
+            }
+            attach(c, obj, config, &mut user_links)?;
+            let ring = obj.take_map("EVENTS").ok_or(CollectError::Map {
+                collector: c,
+                map: "EVENTS",
+                reason: "missing".into(),
+            })?;
+            let ring = RingBuf::try_from(ring).map_err(|e| CollectError::Map {
+                collector: c,
+                map: "EVENTS",
+                reason: e.to_string(),
+            })?;
+            rings.push(ring);
+            ring_bytes += 2 * u64::from(ring_size(c)) + 2 * 4096;
+        }
+        let (tx, rx) = crate::collect::queue::bounded(BYTES_IN_FLIGHT);
+        let stop = Arc::new(AtomicBool::new(false));
+        let pipeline_drops = Arc::new(AtomicU64::new(0));
+        let malformed = Arc::new(AtomicU64::new(0));
+        let drainer = Drainer {
+            rings,
+            tx: ChunkSender { tx, drops: pipeline_drops.clone() },
+            stop: stop.clone(),
+            malformed: malformed.clone(),
+        };
+        let counted = objects.iter().map(|(c, _)| (*c, writable_by(*c, &config.table))).collect();
+        let drain = std::thread::Builder::new()
+            .name("wasmtap-ring".into())
+            .spawn(move || drainer.run())
+            .map_err(CollectError::Thread)?;
+        Ok((
+            Live {
+                objects,
+                counted,
+                _links: user_links,
+                stop,
+                drain: Some(drain),
+                pipeline_drops,
+                malformed,
+                values,
+                agg_ids: agg_ids(&config.aggs).min(AGG_IDS),
+                ring_bytes,
+            },
+            ChunkReceiver { rx },
+        ))
+    }
+
+    /// Add a process to the target set of every collector (for `-c`, before it execs).
+    pub fn add_target(&mut self, pid: u32) -> Result<(), CollectError> {
+        for (c, obj) in &mut self.objects {
+            let map = obj.map_mut("TARGETS").ok_or(CollectError::Map {
+                collector: *c,
+                map: "TARGETS",
+                reason: "missing".into(),
+            })?;
+            let mut targets: HashMap<_, u32, u8> = HashMap::try_from(map).map_err(|e| CollectError::Map {
+                collector: *c,
+                map: "TARGETS",
+                reason: e.to_string(),
+            })?;
+            targets.insert(pid, 1, 0).map_err(|e| CollectError::Map {
+                collector: *c,
+                map: "TARGETS",
+                reason: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The collectors' loaded programs, for the overload guard to measure.
+    pub fn programs(&self) -> Vec<super::overload::Program> {
+        let programs = self.objects.iter().flat_map(|(_, obj)| obj.programs());
+        let loaded = programs.filter_map(|(name, p)| p.info().ok().map(|i| (name.to_string(), i.id())));
+        loaded.map(|(name, id)| super::overload::Program { name, id }).collect()
+    }
+
+    /// The kernel aggregations' values, for the plugins' reader (once).
+    pub fn take_values(&mut self) -> Option<KernelValues> {
+        self.values.take()
+    }
+
+    /// Read now, on the calling thread, what reading the maps needs from a file: the
+    /// number of possible CPUs, which aya reads once per thread. The thread then reads
+    /// counters and aggregations with bpf(2) alone, which its seccomp filter allows.
+    pub fn prepare_reads(&self) {
+        let _ = aya::util::nr_cpus();
+    }
+
+    /// The kernel's counters, summed over CPUs, plus the drain thread's. Reads only the
+    /// rows each collector can write (about 4 k map lookups with the syscall collector),
+    /// so it may be called while running.
+    pub fn counters(&self) -> KernelCounters {
+        let mut out = KernelCounters::default();
+        for ((_, obj), (_, counted)) in self.objects.iter().zip(&self.counted) {
+            let Some(map) = obj.map("COUNTERS") else { continue };
+            let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
+            let get = |row: u32, s: u32| -> u64 {
+                arr.get(&(row * counter_rows::SLOTS + s), 0).map(|v| v.iter().sum()).unwrap_or(0)
+            };
+            for &row in counted {
+                let counts = KindCounters {
+                    filtered: get(row, 0),
+                    emitted: get(row, 1),
+                    dropped: get(row, 2),
+                    lost: get(row, 3),
+                };
+                out.add_row(row, counts);
+            }
+        }
+        for (reason, n) in self.losses() {
+            out.add_loss(reason, n);
+        }
+        out.agg_losses = self.agg_losses();
+        out.pipeline_dropped = self.pipeline_drops.load(Ordering::Relaxed);
+        out.malformed = self.malformed.load(Ordering::Relaxed);
+        out
+    }
+
+    /// Bytes of ring buffer mapped into the host: each ring's data twice (so a record
+    /// that wraps reads in one piece) and two pages of positions. The kernel maps every
+    /// page when the ring is mapped, so all of it is resident from the start.
+    pub fn ring_bytes(&self) -> u64 {
+        self.ring_bytes
+    }
+
+    /// The aggregation collector's `AGG_LOSSES`, summed over CPUs, for the ids in use.
+    fn agg_losses(&self) -> std::collections::BTreeMap<u32, AggLosses> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some((_, obj)) = self.objects.iter().find(|(c, _)| *c == Collector::Agg) else { return out };
+        let Some(Ok(arr)) = obj.map("AGG_LOSSES").map(PerCpuArray::<_, u64>::try_from) else { return out };
+        let get = |key: u32| -> u64 { arr.get(&key, 0).map(|v| v.iter().sum()).unwrap_or(0) };
+        for id in 0..self.agg_ids {
+            let l = AggLosses { agg_map_full: get(2 * id), start_map_full: get(2 * id + 1) };
+            if l != AggLosses::default() {
+                out.insert(id, l);
+            }
+        }
+        out
+    }
+
+    /// Every collector's `LOSSES`, summed over CPUs, then over collectors, except what
+    /// each collector keeps a copy of (the target set): the largest of its counts.
+    fn losses(&self) -> Vec<(LossReason, u64)> {
+        let mut totals = [0u64; counter_rows::LOSSES as usize];
+        for (_, obj) in &self.objects {
+            let Some(map) = obj.map("LOSSES") else { continue };
+            let Ok(arr) = PerCpuArray::<_, u64>::try_from(map) else { continue };
+            for (i, reason) in LossReason::ALL.iter().enumerate() {
+                let n: u64 = arr.get(&(i as u32), 0).map(|v| v.iter().sum()).unwrap_or(0);
+                totals[i] = if reason.per_process() { totals[i].max(n) } else { totals[i] + n };
+            }
+        }
+        LossReason::ALL.into_iter().zip(totals).collect()
+    }
+
+    /// Detach every collector; the drain thread then reads what the kernel has written
+    /// once more and ends the stream (idempotent). It does not wait for that: the
+    /// pipeline keeps taking chunks until the receiver says the stream ended, so the
+    /// last drain stays within the queue's bound. Detaching first makes the counters
+    /// final: what they say was emitted is exactly what the last drain reads.
+    pub fn stop(&mut self) {
+        if self.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        self._links.clear();
+        for (_, obj) in &mut self.objects {
+            for (_, prog) in obj.programs_mut() {
+                detach(prog);
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Live {
+    /// Stop, and wait for the drain thread's last pass. Drop the [`ChunkReceiver`] first
+    /// (or take every chunk until the stream ends): the last pass waits for room in the
+    /// queue while someone may still take from it.
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(h) = self.drain.take() {
+            let _ = h.join();
+        }
+    }
+}
