@@ -6,12 +6,24 @@
 //! context that grants nothing: no preopened directories, no environment, no arguments,
 //! no network. A component importing anything else (files, sockets, http) is refused
 //! at load time.
+//!
+//! Here: the engine, loading, and each plugin's store. Beside it: `instance.rs` (calls
+//! into a running instance), `fault.rs` (what a failed call was), `host_api.rs` and
+//! `packed.rs` (what the plugin hands the host), `limiter.rs` (memories and tables),
+//! `symbolize.rs` (the symbolizer a plugin asks), `cache.rs` (compiled plugins on disk).
 
 pub mod cache;
+mod fault;
 mod host_api;
+mod instance;
 pub mod limiter;
 pub mod packed;
 pub mod symbolize;
+
+pub use fault::Fault;
+use fault::*;
+use instance::*;
+pub use instance::{Instance, Meter, ENTRY_BUCKETS, ENTRY_FRAMES, ENTRY_KEYS, ENTRY_PERCENTILES};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -288,18 +300,6 @@ fn symbolize_counted_first(linker: &mut Linker<StoreState>) -> wasmtime::Result<
     Ok(())
 }
 
-/// A plugin tried to wait in a host call.
-#[derive(Debug)]
-struct Blocked(&'static str);
-
-impl std::fmt::Display for Blocked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "tried to block in the host (wasi:io/poll {}); plugins may not sleep or wait", self.0)
-    }
-}
-
-impl std::error::Error for Blocked {}
-
 /// What the store of one plugin holds.
 pub struct StoreState {
     wasi: WasiCtx,
@@ -313,293 +313,6 @@ impl WasiView for StoreState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
-}
-
-/// A plugin call that failed: the instance is unusable afterwards.
-#[derive(Clone, Debug)]
-pub struct Fault {
-    /// The export being called (`on-batch`…).
-    pub callback: &'static str,
-    pub kind: FaultKind,
-    /// What went wrong, for the user.
-    pub reason: String,
-    /// The innermost wasm frames, when wasmtime captured them.
-    pub backtrace: Option<String>,
-    /// How long the call ran before it was stopped.
-    pub elapsed: Duration,
-}
-
-impl std::fmt::Display for Fault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "in {}: {}", self.callback, self.reason)?;
-        if let Some(bt) = &self.backtrace {
-            write!(f, " [wasm backtrace: {bt}]")?;
-        }
-        Ok(())
-    }
-}
-
-impl Fault {
-    fn from_error(
-        callback: &'static str,
-        err: &wasmtime::Error,
-        store: &Store<StoreState>,
-        limits: &Limits,
-        elapsed: Duration,
-    ) -> Fault {
-        let stderr = store.data().stderr.contents();
-        let said = panic_message(&String::from_utf8_lossy(&stderr));
-        let msg = format!("{err:#}");
-        let (kind, reason) = match err.downcast_ref::<wasmtime::Trap>() {
-            Some(wasmtime::Trap::Interrupt) => (
-                FaultKind::Deadline,
-                format!(
-                    "ran past its deadline of {} ms (stopped after {} ms; infinite loop?)",
-                    limits.deadline.as_millis(),
-                    elapsed.as_millis()
-                ),
-            ),
-            Some(wasmtime::Trap::UnreachableCodeReached) if said.is_some() => (FaultKind::Panic, "panicked".into()),
-            Some(wasmtime::Trap::UnreachableCodeReached) => (FaultKind::Trap, "aborted (wasm `unreachable`)".into()),
-            Some(wasmtime::Trap::StackOverflow) => (FaultKind::Trap, "overflowed its stack".into()),
-            Some(trap) => (FaultKind::Trap, format!("trapped: {trap}")),
-            None if err.downcast_ref::<symbolize::SymbolizeFault>().is_some() => {
-                let fault = err.downcast_ref::<symbolize::SymbolizeFault>();
-                (fault.map_or(FaultKind::Contract, |f| f.kind()), fault.map(|f| f.to_string()).unwrap_or_default())
-            }
-            None if err.downcast_ref::<Blocked>().is_some() => {
-                (FaultKind::Blocked, err.downcast_ref::<Blocked>().map(Blocked::to_string).unwrap_or_default())
-            }
-            None if err.downcast_ref::<limiter::MemoryCap>().is_some() => (
-                FaultKind::Memory,
-                format!(
-                    "exceeded its memory limit of {} MiB (all memories and tables together)",
-                    limits.memory_bytes >> 20
-                ),
-            ),
-            // The two limits wasmtime enforces itself fail with error types it keeps
-            // private, so only these are told apart by their text.
-            None if msg.contains("resource limit exceeded") || msg.contains("instance count too high") => {
-                (FaultKind::Memory, format!("exceeded its instance/table limit: {}", first_line(&msg)))
-            }
-            None if msg.contains("fuel allocated for hostcalls has been exhausted") => (
-                FaultKind::Output,
-                format!("passed more than {} MiB to the host in one call", COPY_BYTES_PER_CALL >> 20),
-            ),
-            None if err.downcast_ref::<host_api::OutputLimit>().is_some() => (
-                FaultKind::Output,
-                err.downcast_ref::<host_api::OutputLimit>().map(|e| e.to_string()).unwrap_or_default(),
-            ),
-            None => (FaultKind::Contract, first_line(&err.root_cause().to_string())),
-        };
-        let reason = match said {
-            Some(line) => format!("{reason}: {}", truncate(&line, 300)),
-            None => reason,
-        };
-        Fault { callback, kind, reason, backtrace: backtrace(err), elapsed }
-    }
-}
-
-/// `f <- g <- h`, innermost first: function names where the plugin kept them, else indices.
-fn backtrace(err: &wasmtime::Error) -> Option<String> {
-    let bt = err.downcast_ref::<wasmtime::WasmBacktrace>()?;
-    let frames: Vec<String> = bt
-        .frames()
-        .iter()
-        .take(BACKTRACE_FRAMES)
-        .map(|f| match f.func_name() {
-            Some(name) => truncate(name, 80),
-            None => format!("func[{}]", f.func_index()),
-        })
-        .collect();
-    if frames.is_empty() {
-        return None;
-    }
-    let more = bt.frames().len().saturating_sub(BACKTRACE_FRAMES);
-    let tail = if more > 0 { format!(" <- … {more} more") } else { String::new() };
-    Some(format!("{}{tail}", frames.join(" <- ")))
-}
-
-/// The message of a Rust panic printed to the guest's stderr, if there is one.
-fn panic_message(stderr: &str) -> Option<String> {
-    let mut lines = stderr.lines().skip_while(|l| !l.contains("panicked at"));
-    let at = lines.next()?;
-    let msg: Vec<&str> = lines.take_while(|l| !l.starts_with("note:")).collect();
-    if msg.is_empty() {
-        at.split_once("panicked at").map(|(_, rest)| rest.trim().to_string())
-    } else {
-        Some(msg.join(" "))
-    }
-}
-
-/// What the calls into one instance cost.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Meter {
-    /// CPU time of the host thread while in the plugin, nanoseconds.
-    pub cpu_ns: u64,
-    /// Longest single call, wall time.
-    pub longest: Duration,
-    pub calls: u64,
-}
-
-/// One running plugin instance.
-pub struct Instance {
-    store: Store<StoreState>,
-    bindings: Plugin,
-    limits: Limits,
-    deadline_ticks: u64,
-    meter: Meter,
-}
-
-impl Instance {
-    /// Call one export with a fresh deadline, metering its CPU time; any error is a
-    /// fault that names the export.
-    fn call<R>(
-        &mut self,
-        export: &'static str,
-        f: impl FnOnce(&Plugin, &mut Store<StoreState>) -> wasmtime::Result<R>,
-    ) -> Result<R, Fault> {
-        self.store.set_epoch_deadline(self.deadline_ticks);
-        let (cpu0, wall0) = (crate::sys::thread_cpu_ns(), Instant::now());
-        self.store.data_mut().host.symbolize.deadline = wall0 + self.limits.deadline;
-        let r = f(&self.bindings, &mut self.store);
-        let elapsed = wall0.elapsed();
-        // The symbolizer works on a thread of its own while this one waits: its time is added.
-        let symbolizer_ns = std::mem::take(&mut self.store.data_mut().host.symbolize.cpu_ns);
-        self.meter.cpu_ns += crate::sys::thread_cpu_ns().saturating_sub(cpu0) + symbolizer_ns;
-        self.meter.longest = self.meter.longest.max(elapsed);
-        self.meter.calls += 1;
-        r.map_err(|e| Fault::from_error(export, &e, &self.store, &self.limits, elapsed))
-    }
-
-    /// What the calls so far cost.
-    pub fn meter(&self) -> Meter {
-        self.meter
-    }
-
-    /// `info`.
-    pub fn info(&mut self) -> Result<types::PluginInfo, Fault> {
-        self.call("info", |b, s| b.call_info(s))
-    }
-
-    /// `start`.
-    pub fn start(&mut self, params: &[types::Param]) -> Result<Result<types::Plan, String>, Fault> {
-        self.call("start", |b, s| b.call_start(s, params))
-    }
-
-    /// `on-batch`.
-    pub fn on_batch(&mut self, batch: &[u8]) -> Result<(), Fault> {
-        self.call("on-batch", |b, s| b.call_on_batch(s, batch))
-    }
-
-    /// `on-tick` for subscription `sub`.
-    pub fn on_tick(&mut self, sub: u32, now_ns: u64) -> Result<Vec<types::Aggregation>, Fault> {
-        let aggs = self.call("on-tick", |b, s| b.call_on_tick(s, sub, now_ns))?;
-        self.check_state("on-tick", aggs)
-    }
-
-    /// `finish`.
-    pub fn finish(&mut self) -> Result<Vec<types::Aggregation>, Fault> {
-        let aggs = self.call("finish", |b, s| b.call_finish(s))?;
-        self.check_state("finish", aggs)
-    }
-
-    /// Reports larger than the plugin's state limit, or with an entry larger than any
-    /// entry may be, are a fault: the host sorts and formats every part of them.
-    fn check_state(
-        &self,
-        callback: &'static str,
-        aggs: Vec<types::Aggregation>,
-    ) -> Result<Vec<types::Aggregation>, Fault> {
-        let fault = |reason: String| Fault {
-            callback,
-            kind: FaultKind::Output,
-            reason,
-            backtrace: None,
-            elapsed: Duration::ZERO,
-        };
-        let entries: usize = aggs.iter().map(|a| a.entries.len()).sum();
-        if entries > self.limits.state_entries {
-            return Err(fault(format!(
-                "reported {entries} aggregation entries, more than its state limit of {}",
-                self.limits.state_entries
-            )));
-        }
-        for agg in &aggs {
-            if let Some(why) = agg.entries.iter().find_map(entry_too_large) {
-                return Err(fault(format!("reported an entry of @{} with {why}", host_api::printable(&agg.name))));
-            }
-        }
-        Ok(aggs)
-    }
-
-    /// Answer the plugin's `read-aggregation` calls with `aggs`.
-    pub fn set_aggregates(&mut self, aggs: Box<dyn Aggregates>) {
-        self.store.data_mut().host.aggregates = Some(aggs);
-    }
-
-    /// The schemas `host.schema` answers with, by subscription index.
-    pub fn set_schemas(&mut self, schemas: Vec<Option<types::ProbeSchema>>) {
-        self.store.data_mut().host.schemas = schemas;
-    }
-
-    /// The processes `host.symbolize` may name for this plugin.
-    pub fn set_symbol_scope(&mut self, scope: SharedScope) {
-        self.store.data_mut().host.symbolize.scope = scope;
-    }
-
-    /// Bytes of linear memory and tables the instance holds (they never shrink).
-    pub fn memory_bytes(&self) -> u64 {
-        self.store.data().limits.used() as u64
-    }
-
-    /// Set the time `monotonic-ns`/`wall-ns` report (replay drives it from the recording).
-    pub fn set_clock(&mut self, clock: Clock) {
-        self.store.data_mut().host.clock = clock;
-    }
-
-    /// Output bytes the plugin may still produce before what it emits is dropped (and counted).
-    pub fn set_output_budget(&mut self, bytes: u64) {
-        self.store.data_mut().host.set_output_budget(bytes);
-    }
-
-    /// Take what the plugin emitted since the last call.
-    pub fn take_output(&mut self) -> GuestOutput {
-        self.store.data_mut().host.take_output()
-    }
-}
-
-/// Parts of one aggregation entry: key values, stack frames, histogram buckets, percentiles.
-pub const ENTRY_KEYS: usize = 16;
-pub const ENTRY_FRAMES: usize = 1024;
-pub const ENTRY_BUCKETS: usize = 4096;
-pub const ENTRY_PERCENTILES: usize = 256;
-
-/// What makes an entry larger than any may be, if anything.
-fn entry_too_large(e: &types::AggEntry) -> Option<String> {
-    let over = |what: &str, n: usize, max: usize| (n > max).then(|| format!("{n} {what}, more than the {max} allowed"));
-    let frames = e.key.iter().map(|v| if let types::Value::Stack(f) = v { f.len() } else { 0 }).max().unwrap_or(0);
-    let parts = match &e.value {
-        types::AggValue::Scalar(_) => None,
-        types::AggValue::Histogram(h) => over("histogram buckets", h.buckets.len(), ENTRY_BUCKETS),
-        types::AggValue::Quantiles(q) => over("percentiles", q.points.len(), ENTRY_PERCENTILES),
-    };
-    over("key values", e.key.len(), ENTRY_KEYS).or_else(|| over("stack frames", frames, ENTRY_FRAMES)).or(parts)
-}
-
-fn first_line(s: &str) -> String {
-    truncate(s.lines().next().unwrap_or(""), 400)
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]
