@@ -33,6 +33,10 @@ WORKLOADS = [
 ]
 
 BT_COUNT = "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }"
+# The floor: what any program on the hook costs, an empty one (and the same for the
+# enter+exit pair a latency measure needs).
+BT_FLOOR_ENTER = "tracepoint:raw_syscalls:sys_enter { }"
+BT_FLOOR_PAIR = "tracepoint:raw_syscalls:sys_enter { } tracepoint:raw_syscalls:sys_exit { }"
 BT_LATENCY = (
     "tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } "
     "tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @ns[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }"
@@ -189,9 +193,12 @@ def overhead(rounds, quick):
     for wname, binary, full, per_op in WORKLOADS:
         arg = max(1, full // 10) if quick else full
         comm = binary[:15]
+        # top=0: every process, as bpftrace prints them all (the default top 10 leaves out a
+        # workload with fewer syscalls than ten busier processes).
         tools = [
             ("count by comm", lambda n: bt(BT_COUNT, n), rf"@\[{comm}\]: (\d+)",
-             lambda n: wasmtap(["syscount", "--param", "by=process"], n), rf"@process\[{comm}\]: (\d+)"),
+             lambda n: wasmtap(["syscount", "--param", "by=process", "--param", "top=0"], n),
+             rf"@process\[{comm}\]: (\d+)"),
         ]
         if wname == "W1":
             tools.append(("syscall latency histogram", lambda n: bt(BT_LATENCY, n), f"@ns[{GETPPID}]:",
@@ -206,7 +213,8 @@ def overhead(rounds, quick):
             tools.append(("runqlat", lambda n: bt(BT_RUNQLAT, n), "@nsecs:",
                           lambda n: wasmtap(["runqlat"], n), "@nsecs:"))
         for tool, bt_start, bt_pat, wt_start, wt_pat in tools:
-            ns = {"none": [], "bpftrace": [], "wasmtap": []}
+            floor_prog = {"count by comm": BT_FLOOR_ENTER, "syscall latency histogram": BT_FLOOR_PAIR}.get(tool)
+            ns = {"none": [], "bpftrace": [], "wasmtap": [], "floor": []}
             counts = {"bpftrace": [], "wasmtap": []}
             rss = {"bpftrace": [], "wasmtap": []}
             cpu = {"bpftrace": [], "wasmtap": []}
@@ -215,6 +223,11 @@ def overhead(rounds, quick):
             for r in range(rounds):
                 ops, x = run_workload(binary, arg)
                 ns["none"].append(x)
+                if floor_prog:
+                    t = bt(floor_prog, f"{wname}-floor-{r}")
+                    _, x = run_workload(binary, arg)
+                    t.stop()
+                    ns["floor"].append(x)
                 for who, start, pat in (("bpftrace", bt_start, bt_pat), ("wasmtap", wt_start, wt_pat)):
                     t = start(f"{wname}-{who}-{r}")
                     _, x = run_workload(binary, arg)
@@ -239,6 +252,7 @@ def overhead(rounds, quick):
                         counts[who].append(sum(1 for l in text.splitlines() if re.search(r" true\s*$", l)))
             base = med(ns["none"])
             added = {w: med(ns[w]) - base for w in ("bpftrace", "wasmtap")}
+            floor = med(ns["floor"]) - base if ns["floor"] else None
             ratio = added["wasmtap"] / added["bpftrace"] if added["bpftrace"] > 0 else float("nan")
             if tool == "count by comm":
                 expect = per_op * ops
@@ -251,24 +265,29 @@ def overhead(rounds, quick):
                 check = {w: ", ".join(str(c) for c in counts[w]) for w in counts}
                 known = "samples (no exact truth)"
             added_rng = {w: rng([x - base for x in ns[w]]) for w in added}
+            floor_cell = "-" if floor is None else f"+{floor:.1f} ({rng([x - base for x in ns['floor']])})"
+            floor_ratio = "-" if floor is None or floor <= 0 else f"{added['wasmtap'] / floor:.2f}"
             rows.append((wname, tool, base, rng(ns["none"]), added, added_rng, ratio, known, check,
-                         {w: max(rss[w]) for w in rss}, {w: med(cpu[w]) for w in cpu}))
+                         {w: max(rss[w]) for w in rss}, {w: med(cpu[w]) for w in cpu}, floor_cell, floor_ratio))
             if argv_lost:
                 notes.append(f"{wname} {tool}: bpftrace printed an empty argv for {argv_lost.get('bpftrace', 0)} of its exec lines")
             print(f"  {wname} {tool}: none {base:.1f} ns/op, bpftrace +{added['bpftrace']:.1f}, "
                   f"wasmtap +{added['wasmtap']:.1f} (ratio {ratio:.2f}); counts vs known {known}: "
-                  f"bpftrace [{check['bpftrace']}], wasmtap [{check['wasmtap']}]", file=sys.stderr, flush=True)
+                  f"bpftrace [{check['bpftrace']}], wasmtap [{check['wasmtap']}]; empty hook {floor_cell}",
+                  file=sys.stderr, flush=True)
     print("\n## Overhead: added ns per operation\n")
     print("Medians of the rounds; in brackets the range (min-max) over the rounds, of the bare ns/op and of "
           "each traced round's ns/op minus the bare median. Counts: each round's count minus the known count. "
           "Peak RSS: the tracer's VmHWM just before it is stopped, the largest over the rounds. Tracer CPU: "
           "user + system seconds of the tracer process, median (BPF programs run in the workload's context "
-          "and are in the added ns, not here).\n")
-    print("| workload | tool | none ns/op | bpftrace added | wasmtap added | wasmtap/bpftrace | known count | bpftrace count − known | wasmtap count − known | peak RSS MiB bpftrace / wasmtap | tracer CPU s bpftrace / wasmtap |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for w, tool, base, brng, added, ranges, ratio, known, check, rss, cpu in rows:
-        print(f"| {w} | {tool} | {base:.1f} ({brng}) | +{added['bpftrace']:.1f} ({ranges['bpftrace']}) | "
-              f"+{added['wasmtap']:.1f} ({ranges['wasmtap']}) | {ratio:.2f} | {known} | {check['bpftrace']} | "
+          "and are in the added ns, not here). Empty hook: an empty bpftrace program on "
+          "`raw_syscalls:sys_enter` (count rows) or on `sys_enter` and `sys_exit` (latency), the cost of "
+          "any program there at all; wasmtap/hook is wasmtap's added ns over it.\n")
+    print("| workload | tool | none ns/op | empty hook added | bpftrace added | wasmtap added | wasmtap/bpftrace | wasmtap/hook | known count | bpftrace count − known | wasmtap count − known | peak RSS MiB bpftrace / wasmtap | tracer CPU s bpftrace / wasmtap |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for w, tool, base, brng, added, ranges, ratio, known, check, rss, cpu, floor_cell, floor_ratio in rows:
+        print(f"| {w} | {tool} | {base:.1f} ({brng}) | {floor_cell} | +{added['bpftrace']:.1f} ({ranges['bpftrace']}) | "
+              f"+{added['wasmtap']:.1f} ({ranges['wasmtap']}) | {ratio:.2f} | {floor_ratio} | {known} | {check['bpftrace']} | "
               f"{check['wasmtap']} | {rss['bpftrace']:.0f} / {rss['wasmtap']:.0f} | {cpu['bpftrace']:.2f} / {cpu['wasmtap']:.2f} |")
     for n in notes:
         print(f"\n{n}.")
