@@ -265,14 +265,14 @@ def overhead(rounds, quick):
                 check = {w: ", ".join(str(c) for c in counts[w]) for w in counts}
                 known = "samples (no exact truth)"
             added_rng = {w: rng([x - base for x in ns[w]]) for w in added}
-            floor_cell = "-" if floor is None else f"+{floor:.1f} ({rng([x - base for x in ns['floor']])})"
+            floor_cell = "-" if floor is None else f"{floor:+.1f} ({rng([x - base for x in ns['floor']])})"
             floor_ratio = "-" if floor is None or floor <= 0 else f"{added['wasmtap'] / floor:.2f}"
             rows.append((wname, tool, base, rng(ns["none"]), added, added_rng, ratio, known, check,
                          {w: max(rss[w]) for w in rss}, {w: med(cpu[w]) for w in cpu}, floor_cell, floor_ratio))
             if argv_lost:
                 notes.append(f"{wname} {tool}: bpftrace printed an empty argv for {argv_lost.get('bpftrace', 0)} of its exec lines")
-            print(f"  {wname} {tool}: none {base:.1f} ns/op, bpftrace +{added['bpftrace']:.1f}, "
-                  f"wasmtap +{added['wasmtap']:.1f} (ratio {ratio:.2f}); counts vs known {known}: "
+            print(f"  {wname} {tool}: none {base:.1f} ns/op, bpftrace {added['bpftrace']:+.1f}, "
+                  f"wasmtap {added['wasmtap']:+.1f} (ratio {ratio:.2f}); counts vs known {known}: "
                   f"bpftrace [{check['bpftrace']}], wasmtap [{check['wasmtap']}]; empty hook {floor_cell}",
                   file=sys.stderr, flush=True)
     print("\n## Overhead: added ns per operation\n")
@@ -286,8 +286,8 @@ def overhead(rounds, quick):
     print("| workload | tool | none ns/op | empty hook added | bpftrace added | wasmtap added | wasmtap/bpftrace | wasmtap/hook | known count | bpftrace count − known | wasmtap count − known | peak RSS MiB bpftrace / wasmtap | tracer CPU s bpftrace / wasmtap |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for w, tool, base, brng, added, ranges, ratio, known, check, rss, cpu, floor_cell, floor_ratio in rows:
-        print(f"| {w} | {tool} | {base:.1f} ({brng}) | {floor_cell} | +{added['bpftrace']:.1f} ({ranges['bpftrace']}) | "
-              f"+{added['wasmtap']:.1f} ({ranges['wasmtap']}) | {ratio:.2f} | {floor_ratio} | {known} | {check['bpftrace']} | "
+        print(f"| {w} | {tool} | {base:.1f} ({brng}) | {floor_cell} | {added['bpftrace']:+.1f} ({ranges['bpftrace']}) | "
+              f"{added['wasmtap']:+.1f} ({ranges['wasmtap']}) | {ratio:.2f} | {floor_ratio} | {known} | {check['bpftrace']} | "
               f"{check['wasmtap']} | {rss['bpftrace']:.0f} / {rss['wasmtap']:.0f} | {cpu['bpftrace']:.2f} / {cpu['wasmtap']:.2f} |")
     for n in notes:
         print(f"\n{n}.")
