@@ -39,6 +39,44 @@ fn run_to_file(name: &str, args: &[&str], cmd: &str) -> (String, String, Json) {
     (stderr(&o), text, acct["data"].clone())
 }
 
+/// What a stream at full rate must show: the host's peak under the bound, its parts as
+/// `--stats` names them (a ring of `ring_mib` mapped twice, the queue under its bound,
+/// the plugin's memory), nothing lost in the host, and every one of the `expected`
+/// events a row (rows found by `needle`) or counted as ring-full in the kernel's `kind`.
+fn assert_bounded_and_accounted(
+    acct: &Json,
+    text: &str,
+    err: &str,
+    kind: &str,
+    ring_mib: u64,
+    needle: &str,
+    expected: u64,
+) {
+    let host = &acct["host"];
+    let peak = u(&host["peak_rss_bytes"]);
+    assert!(peak <= PEAK_MIB << 20, "peak RSS {} MiB over {PEAK_MIB} MiB: {host}\n{err}", peak >> 20);
+    assert_eq!(u(&host["ring_bytes"]), 2 * (ring_mib << 20) + 2 * 4096, "the ring, mapped twice: {host}");
+    assert!(u(&host["queue_peak_bytes"]) <= QUEUE_MAX, "the queue's bound: {host}");
+    let plugins = u(&host["plugin_memory_peak_bytes"]);
+    assert!(plugins > 0 && plugins <= 64 << 20, "the plugin's memory: {host}");
+
+    // Nothing lost in the host; what the ring could not hold, if anything, is counted.
+    let counts = &acct["kernel"]["kinds"][kind];
+    let (emitted, ring_full) = (u(&counts["emitted"]), u(&counts["dropped"]));
+    let plugin = &acct["plugins"][0];
+    assert_eq!(u(&plugin["delivered"]), emitted, "{plugin}");
+    assert_eq!(u(&plugin["dropped"]), 0, "{plugin}");
+    let rows = text.lines().filter(|l| l.contains("\"type\":\"row\"") && l.contains(needle)).count() as u64;
+    if ring_full == 0 {
+        assert_eq!(rows, expected, "every event a row");
+    } else {
+        assert!(
+            rows <= expected && rows + ring_full >= expected,
+            "rows {rows} + ring-full {ring_full} account for {expected}"
+        );
+    }
+}
+
 #[test]
 fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid() {
     if !require_root() {
@@ -51,29 +89,7 @@ fn a_streaming_open_storm_stays_within_its_memory_bound_and_loses_nothing_unsaid
     let args = ["opensnoop", "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"];
     let (err, text, acct) = run_to_file("open-storm", &args, &cmd);
     assert!(err.contains(&format!("opens {OPENS}")), "the workload ran: {err}");
-    let acct = &acct;
-    let host = &acct["host"];
-
-    // The bound, and the parts --stats names.
-    let peak = u(&host["peak_rss_bytes"]);
-    assert!(peak <= PEAK_MIB << 20, "peak RSS {} MiB over {PEAK_MIB} MiB: {host}", peak >> 20);
-    assert_eq!(u(&host["ring_bytes"]), 2 * (8 << 20) + 2 * 4096, "the file ring, mapped twice: {host}");
-    assert!(u(&host["queue_peak_bytes"]) <= QUEUE_MAX, "the queue's bound: {host}");
-    let plugins = u(&host["plugin_memory_peak_bytes"]);
-    assert!(plugins > 0 && plugins <= 64 << 20, "opensnoop's memory: {host}");
-
-    // Nothing lost in the host; what the ring could not hold, if anything, is counted.
-    let open = &acct["kernel"]["kinds"]["open"];
-    let (emitted, ring_full) = (u(&open["emitted"]), u(&open["dropped"]));
-    let plugin = &acct["plugins"][0];
-    assert_eq!(u(&plugin["delivered"]), emitted, "{plugin}");
-    assert_eq!(u(&plugin["dropped"]), 0, "{plugin}");
-    let rows = text.lines().filter(|l| l.contains("\"type\":\"row\"") && l.contains("/etc/hostname")).count() as u64;
-    if ring_full == 0 {
-        assert_eq!(rows, OPENS, "every open a row");
-    } else {
-        assert!(rows <= OPENS && rows + ring_full >= OPENS, "rows {rows} + ring-full {ring_full} account for {OPENS}");
-    }
+    assert_bounded_and_accounted(&acct, &text, &err, "open", 8, "/etc/hostname", OPENS);
 }
 
 #[test]
@@ -87,21 +103,5 @@ fn a_streaming_syscall_storm_stays_within_its_memory_bound_and_loses_nothing_uns
     let cmd = format!("{} {GETPPIDS}", workload("getppid_loop").display());
     let args = ["snoop", "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"];
     let (err, text, acct) = run_to_file("syscall-storm", &args, &cmd);
-    let host = &acct["host"];
-    let peak = u(&host["peak_rss_bytes"]);
-    assert!(peak <= PEAK_MIB << 20, "peak RSS {} MiB over {PEAK_MIB} MiB: {host}\n{err}", peak >> 20);
-    assert_eq!(u(&host["ring_bytes"]), 2 * (16 << 20) + 2 * 4096, "the syscall ring, mapped twice: {host}");
-    assert!(u(&host["queue_peak_bytes"]) <= QUEUE_MAX, "the queue's bound: {host}");
-
-    let enter = &acct["kernel"]["kinds"]["sys_enter"];
-    let (emitted, ring_full) = (u(&enter["emitted"]), u(&enter["dropped"]));
-    let plugin = &acct["plugins"][0];
-    assert_eq!(u(&plugin["delivered"]), emitted, "{plugin}");
-    assert_eq!(u(&plugin["dropped"]), 0, "{plugin}");
-    let rows = text.lines().filter(|l| l.contains("\"type\":\"row\"") && l.contains("getppid_loop")).count() as u64;
-    if ring_full == 0 {
-        assert_eq!(rows, GETPPIDS, "every call a row");
-    } else {
-        assert!(rows + ring_full >= GETPPIDS, "rows {rows} + ring-full {ring_full} account for {GETPPIDS}");
-    }
+    assert_bounded_and_accounted(&acct, &text, &err, "sys_enter", 16, "getppid_loop", GETPPIDS);
 }
