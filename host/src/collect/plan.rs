@@ -40,6 +40,13 @@ pub struct Planned {
     pub schema: Option<types::ProbeSchema>,
 }
 
+impl Planned {
+    /// A subscription with no comparisons and no schema: process events, timers, begin, end.
+    fn bare(matcher: Matcher) -> Planned {
+        Planned { matcher, preds: Vec::new(), pred_base: 0, schema: None }
+    }
+}
+
 /// A planned subscription to syscalls, as the kernel push-down sees it.
 pub struct SyscallSub<'a> {
     pub matcher: &'a Matcher,
@@ -96,7 +103,7 @@ impl Planner {
                 if !preds.is_empty() {
                     return Err("proc probes take no field comparisons; filter in the plugin".into());
                 }
-                Planned { matcher: Matcher::Kind(*kind), preds: Vec::new(), pred_base: 0, schema: None }
+                Planned::bare(Matcher::Kind(*kind))
             }
             ProbeSpec::Tracepoint { category, name } => {
                 let format = source.tracepoint(category, name)?;
@@ -197,11 +204,9 @@ impl Planner {
                     schema: Some(schema(Vec::new(), Vec::new())),
                 }
             }
-            ProbeSpec::Interval { period_ns } => {
-                Planned { matcher: Matcher::Interval(*period_ns), preds: Vec::new(), pred_base: 0, schema: None }
-            }
-            ProbeSpec::Begin => Planned { matcher: Matcher::Begin, preds: Vec::new(), pred_base: 0, schema: None },
-            ProbeSpec::End => Planned { matcher: Matcher::End, preds: Vec::new(), pred_base: 0, schema: None },
+            ProbeSpec::Interval { period_ns } => Planned::bare(Matcher::Interval(*period_ns)),
+            ProbeSpec::Begin => Planned::bare(Matcher::Begin),
+            ProbeSpec::End => Planned::bare(Matcher::End),
         };
         if stacks != 0 && !matches!(planned.matcher, Matcher::Tracepoint(_) | Matcher::User(_) | Matcher::Sample(_)) {
             return Err("stacks are recorded for tracepoint, uprobe, USDT, profile and software probes only".into());
