@@ -132,6 +132,92 @@ fn declared_sizes_past_their_limits_are_refused_at_start_naming_field_value_and_
     );
 }
 
+/// `component` with `count` more core instances appended at its top level, each of a module
+/// holding one memory of `pages` 64 KiB pages. Nothing uses them, but instantiating the
+/// component creates them: a plugin that loads like any other and holds more memories than
+/// its own. Component sections: an id byte, a LEB128 size, the contents; core modules are
+/// section 1 (one module each), core instances section 2.
+fn with_more_memories(component: &[u8], count: u32, pages: u32) -> Vec<u8> {
+    fn leb(mut n: u32, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { byte } else { byte | 0x80 });
+            if n == 0 {
+                return;
+            }
+        }
+    }
+    fn section(id: u8, contents: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(contents.len() as u32, out);
+        out.extend_from_slice(contents);
+    }
+    // The core modules already there: the new ones are numbered after them.
+    let (mut at, mut modules) = (8, 0);
+    while at < component.len() {
+        let (id, mut size, mut shift) = (component[at], 0usize, 0);
+        at += 1;
+        loop {
+            let byte = component[at];
+            at += 1;
+            size |= usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte < 0x80 {
+                break;
+            }
+        }
+        modules += u32::from(id == 1);
+        at += size;
+    }
+    let mut memory = vec![1, 0]; // one memory: no maximum, `pages` at least
+    leb(pages, &mut memory);
+    let mut module = b"\0asm\x01\0\0\0".to_vec();
+    section(5, &memory, &mut module);
+    let mut out = component.to_vec();
+    let mut instances = Vec::new();
+    leb(count, &mut instances);
+    for i in 0..count {
+        section(1, &module, &mut out);
+        instances.push(0); // instantiate module `modules + i` with no arguments
+        leb(modules + i, &mut instances);
+        instances.push(0);
+    }
+    section(2, &instances, &mut out);
+    out
+}
+
+#[test]
+fn a_plugin_holding_many_memories_is_refused_at_start_by_one_cap_over_all_of_them() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden");
+    let syscount = std::fs::read(wasm("syscount")).unwrap();
+    let dir = scratch("memories");
+    let path = dir.join("memories.wasm");
+    let replay = |plugins: &[&str]| {
+        let mut c = wasmtap();
+        c.current_dir(&golden).args(["replay", "syscalls.wtrec"]).args(plugins).arg(&path);
+        c.args(["--param", "top=0"]);
+        c
+    };
+    // syscount holding four more memories of 20 MiB: each alone is under the 64 MiB a
+    // plugin may hold, together they are not. Refused beside the real syscount.
+    std::fs::write(&path, with_more_memories(&syscount, 4, 320)).unwrap();
+    let expect = format!(
+        "plugin {} failed while starting: in instantiate: exceeded its memory limit of 64 MiB \
+         (all memories and tables together)",
+        path.display()
+    );
+    fails_with_cmd(&mut replay(&["syscount"]), &["replay", "syscount", "memories.wasm"], &expect);
+    // One more memory of 1 MiB fits: the component is well formed, the cap is what refused
+    // it, and the wrapped syscount reports exactly what syscount does.
+    std::fs::write(&path, with_more_memories(&syscount, 1, 16)).unwrap();
+    let o = run(&mut replay(&[]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let expected = std::fs::read_to_string(golden.join("cases/syscount-text.out")).unwrap();
+    assert_eq!(stdout(&o), expected);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// A fresh directory for a test's files.
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("wasmtap-{name}-{}", std::process::id()));
