@@ -111,7 +111,7 @@ impl<'a> Event<'a> {
         Some(Stack::from_frames(pid, kernel, user))
     }
 
-    /// CLOCK_MONOTONIC nanoseconds (the clock of `host::monotonic-ns`).
+    /// CLOCK_MONOTONIC nanoseconds (the clock of `services.monotonic-ns`).
     pub fn ts_ns(&self) -> u64 {
         self.record().ts_ns()
     }
@@ -582,23 +582,25 @@ pub(crate) fn body_end(rec: &Record<'_>) -> usize {
 pub struct Syscall(pub i64);
 
 impl Syscall {
-    /// A parameter such as `"openat, read"` as syscall numbers, for `Filter::syscalls`;
-    /// decimal numbers pass through, empty parts are skipped. The error names the first
-    /// unknown syscall.
+    /// A parameter such as `"openat, read"` as the syscall names a
+    /// [`Filter`](crate::Filter)'s `syscalls` takes, checked against the x86_64 table;
+    /// decimal numbers become their names, empty parts are skipped. The error names the
+    /// first unknown syscall.
     ///
     /// ```
     /// use wasmtap_sdk::Syscall;
-    /// assert_eq!(Syscall::parse_list("read, write,,openat"), Ok(vec![0, 1, 257]));
+    /// assert_eq!(Syscall::parse_list("read, 1,,openat"), Ok(vec!["read".into(), "write".into(), "openat".into()]));
     /// assert!(Syscall::parse_list("read,opne").unwrap_err().contains("'opne'"));
     /// ```
-    pub fn parse_list(list: &str) -> Result<Vec<u32>, String> {
+    pub fn parse_list(list: &str) -> Result<Vec<String>, String> {
         let names = list.split(',').map(str::trim).filter(|s| !s.is_empty());
         names
             .map(|name| {
-                Syscall::from_name(name)
-                    .map(|s| s.nr() as u32)
-                    .or_else(|| name.parse().ok())
-                    .ok_or_else(|| format!("no x86_64 syscall named '{name}'"))
+                let known = match name.parse::<i64>() {
+                    Ok(nr) => wasmtap_abi::syscall_name(nr),
+                    Err(_) => Syscall::from_name(name).map(|_| name),
+                };
+                known.map(str::to_string).ok_or_else(|| format!("no x86_64 syscall named '{name}'"))
             })
             .collect()
     }

@@ -10,7 +10,8 @@ use crate::AggEntry;
 #[cfg(target_arch = "wasm32")]
 use crate::{Frame, Level, ProbeSchema, StackRequest};
 
-/// A snapshot of kernel aggregation `id` (its index in the plan's `aggregations`):
+/// A snapshot of kernel aggregation `id` (its index in the plan's `aggregations`), or
+/// why there is none (no such aggregation in the plan, a map the kernel would not read):
 /// one entry per key, key parts in the order of its `keys` (comm as text, the rest as
 /// integers); count, sum, min and max as `Scalar`, histograms as `Histogram`. With
 /// `reset`, the next snapshot starts from zero, DTrace's `clear()`: what happens
@@ -18,32 +19,32 @@ use crate::{Frame, Level, ProbeSchema, StackRequest};
 /// per event. Fold the entries into an [`Agg`](crate::Agg) with
 /// [`Agg::merge_entries`](crate::Agg::merge_entries) to translate keys, or pass them
 /// to [`from_entries`](crate::from_entries).
-pub fn read_aggregation(id: u32, reset: bool) -> Vec<AggEntry> {
+pub fn read_aggregation(id: u32, reset: bool) -> Result<Vec<AggEntry>, String> {
     read_aggregation_import(id, reset)
 }
 
-/// `host.read-aggregation`.
+/// `kernel-aggregations.read-aggregation`.
 #[cfg(target_arch = "wasm32")]
-fn read_aggregation_import(id: u32, reset: bool) -> Vec<AggEntry> {
-    crate::bindings::wasmtap::plugin::host::read_aggregation(id, reset)
+fn read_aggregation_import(id: u32, reset: bool) -> Result<Vec<AggEntry>, String> {
+    crate::bindings::wasmtap::plugin::kernel_aggregations::read_aggregation(id, reset)
 }
 
-/// `host.log`.
+/// `services.log`.
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn log(level: Level, msg: &str) {
-    crate::bindings::wasmtap::plugin::host::log(level, msg);
+    crate::bindings::wasmtap::plugin::services::log(level, msg);
 }
 
-/// `host.schema`.
+/// `probes.schema`.
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn schema(sub: u32) -> Option<ProbeSchema> {
-    crate::bindings::wasmtap::plugin::host::schema(sub)
+    crate::bindings::wasmtap::plugin::probes::schema(sub)
 }
 
-/// `host.symbolize`.
+/// `services.symbolize`.
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn symbolize(requests: &[StackRequest]) -> Vec<Vec<Frame>> {
-    crate::bindings::wasmtap::plugin::host::symbolize(requests)
+    crate::bindings::wasmtap::plugin::services::symbolize(requests)
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -88,20 +89,20 @@ pub mod testing {
         static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
     }
 
-    /// Answer `host.schema(sub)` with `schema` from now on. Like with the real host,
+    /// Answer `probes.schema(sub)` with `schema` from now on. Like with the real host,
     /// the SDK keeps the first answer it gets for `sub` until the plugin starts again:
     /// install schemas before starting the plugin under test.
     pub fn set_schema(sub: u32, schema: ProbeSchema) {
         SCHEMAS.with(|s| s.borrow_mut().insert(sub, schema));
     }
 
-    /// Answer `host.symbolize` with `symbolizer`: it gets each call's requests and
+    /// Answer `services.symbolize` with `symbolizer`: it gets each call's requests and
     /// returns one list of frames per request, one frame per address, like the host.
     pub fn set_symbolizer(symbolizer: impl FnMut(&[StackRequest]) -> Vec<Vec<Frame>> + 'static) {
         SYMBOLIZER.with(|s| *s.borrow_mut() = Some(Box::new(symbolizer)));
     }
 
-    /// Answer `host.read-aggregation(id, reset)` with `snapshot(id, reset)`: the
+    /// Answer `kernel-aggregations.read-aggregation(id, reset)` with `snapshot(id, reset)`: the
     /// entries of kernel aggregation `id`, as the host would report them.
     ///
     /// ```
@@ -109,22 +110,22 @@ pub mod testing {
     /// testing::set_aggregations(|id, _reset| {
     ///     vec![AggEntry { key: vec![Value::Int(i64::from(id))], value: AggValue::Scalar(7) }]
     /// });
-    /// assert_eq!(read_aggregation(3, true)[0].key, [Value::Int(3)]);
+    /// assert_eq!(read_aggregation(3, true).unwrap()[0].key, [Value::Int(3)]);
     /// ```
     pub fn set_aggregations(snapshot: impl FnMut(u32, bool) -> Vec<AggEntry> + 'static) {
         AGGREGATIONS.with(|a| *a.borrow_mut() = Some(Box::new(snapshot)));
     }
 
-    /// The messages logged on this thread since the last call (`host.log`: the
+    /// The messages logged on this thread since the last call (`services.log`: the
     /// plugin's [`log`](crate::log), the SDK's reports of dropped samples), oldest first.
     pub fn take_logs() -> Vec<(Level, String)> {
         LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()))
     }
 
-    pub(crate) fn read_aggregation(id: u32, reset: bool) -> Vec<AggEntry> {
+    pub(crate) fn read_aggregation(id: u32, reset: bool) -> Result<Vec<AggEntry>, String> {
         AGGREGATIONS.with(|a| match a.borrow_mut().as_mut() {
-            Some(snapshot) => snapshot(id, reset),
-            None => Vec::new(),
+            Some(snapshot) => Ok(snapshot(id, reset)),
+            None => Ok(Vec::new()),
         })
     }
 

@@ -152,9 +152,13 @@ impl AggId {
     }
 
     /// A snapshot of the aggregation, as [`read_aggregation`](crate::read_aggregation)
-    /// gives it; with `reset`, the next one starts from zero. A host call.
+    /// gives it; with `reset`, the next one starts from zero. A host call. If the host
+    /// has no snapshot, its reason is logged as a warning and the snapshot is empty.
     pub fn read(self, reset: bool) -> Vec<AggEntry> {
-        crate::read_aggregation(self.0, reset)
+        crate::read_aggregation(self.0, reset).unwrap_or_else(|why| {
+            crate::imports::log(crate::Level::Warn, &why);
+            Vec::new()
+        })
     }
 }
 

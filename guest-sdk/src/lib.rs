@@ -253,13 +253,13 @@ mod types;
 // `export_plugin!` expands, can reach it without depending on wit-bindgen.
 extern crate self as wasmtap_sdk;
 
-/// Bindings generated from `wit/plugin.wit`. Plugins use the re-exports below.
+/// Bindings generated from `wit/` (`wasmtap:plugin@0.2.0`). Plugins use the re-exports below.
 #[doc(hidden)]
 #[allow(unsafe_code, reason = "wit-bindgen's canonical-ABI glue; generated, not written")]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "wasmtap:plugin/plugin@0.1.0",
+        world: "wasmtap:plugin/plugin@0.2.0",
         pub_export_macro: true,
         export_macro_name: "__export_world",
         default_bindings_module: "wasmtap_sdk::bindings",
@@ -272,14 +272,18 @@ pub mod bindings {
 pub use wit_bindgen::rt as __rt;
 
 pub use agg::{from_entries, Agg, Eviction};
-pub use bindings::wasmtap::plugin::types::{
-    AggEntry, AggKind, AggOrder, AggValue, Aggregation, Bucket, CmpOp, Column, ColumnKind, Field, FieldType, Filter,
-    Frame, Histogram, Level, Param, ParamKind, ParamSpec, Percentile, Plan, PluginInfo, Predicate, ProbeSchema,
-    Quantiles, Row, StackMode, StackRequest, Subscription, TableSpec, Value,
+pub use bindings::wasmtap::plugin::aggregations::{
+    AggEntry, AggKind, AggOrder, AggValue, Aggregation, Bucket, Histogram, Percentile, Quantiles,
 };
-pub use bindings::wasmtap::plugin::types::{
+pub use bindings::wasmtap::plugin::kernel_aggregations::{
     AggSource, Correlation, KernelAggregation, KernelFunction, LinearBuckets, MoreStart, StartEvent,
 };
+pub use bindings::wasmtap::plugin::lifecycle::{Param, ParamKind, ParamSpec, Plan, PluginInfo};
+pub use bindings::wasmtap::plugin::output::{Column, ColumnKind, Row, TableSpec, Value};
+pub use bindings::wasmtap::plugin::probes::{
+    CmpOp, Field, FieldType, Filter, Predicate, ProbeSchema, StackMode, Subscription,
+};
+pub use bindings::wasmtap::plugin::services::{Frame, Level, StackRequest};
 pub use bounded::{BoundedMap, BoundedSet, BOUNDED_MAX};
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHashSet, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};
@@ -295,7 +299,7 @@ pub use tracepoint::{schema, FieldRef, FieldValue, IntArray, LazyField, Schema, 
 pub use wasmtap_abi as abi;
 pub use wasmtap_abi::{Frames, Record};
 
-use bindings::wasmtap::plugin::host;
+use bindings::wasmtap::plugin::services;
 
 /// A wasmtap plugin. Implement it on your state and export it with [`export_plugin!`].
 pub trait Plugin: Sized + 'static {
@@ -384,10 +388,10 @@ pub fn log(level: Level, msg: &str) {
 
 /// Nanoseconds of CLOCK_MONOTONIC, the clock of [`Event::ts_ns`] (replay: the recorded clock).
 pub fn monotonic_ns() -> u64 {
-    host::monotonic_ns()
+    services::monotonic_ns()
 }
 
 /// Nanoseconds since the Unix epoch (replay: the recorded clock).
 pub fn wall_ns() -> u64 {
-    host::wall_ns()
+    services::wall_ns()
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::bindings::wasmtap::plugin::host;
+use crate::bindings::wasmtap::plugin::{output as host_output, services};
 use crate::{Level, Row, Value};
 
 /// Where buffered output goes: the host's imports, or a recorder in tests.
@@ -19,25 +19,25 @@ pub(crate) struct HostSink;
 
 impl Sink for HostSink {
     fn emit(&mut self, rows: &[Row]) {
-        host::emit(rows);
+        host_output::emit(rows);
     }
     fn emit_packed(&mut self, rows: &[u8]) {
-        host::emit_packed(rows);
+        host_output::emit_packed(rows);
     }
     fn print(&mut self, text: &str) {
-        host::print(text);
+        host_output::print(text);
     }
     fn log(&mut self, level: Level, msg: &str) {
-        host::log(level, msg);
+        services::log(level, msg);
     }
 }
 
 /// Rows and text a plugin produces during one batch, tick or finish.
 ///
 /// Nothing crosses to the host until the SDK flushes the buffer at the end of the
-/// call: consecutive rows go out in one `host::emit-packed` (one copy of bytes, no
-/// allocation per cell on the host; rows holding a stack in one `host::emit`),
-/// consecutive text in one `host::print`, and the order between rows and text is kept.
+/// call: consecutive rows go out in one `output.emit-packed` (one copy of bytes, no
+/// allocation per cell on the host; rows holding a stack in one `output.emit`),
+/// consecutive text in one `output.print`, and the order between rows and text is kept.
 ///
 /// `Output` also implements [`fmt::Write`], so `write!(out, "{pid}\n")` prints.
 #[derive(Debug, Default)]
@@ -116,7 +116,7 @@ impl Output {
     }
 }
 
-/// Rows without stacks as `host.emit-packed` takes them: little-endian, per row a u32
+/// Rows without stacks as `output.emit-packed` takes them: little-endian, per row a u32
 /// table and a u16 number of cells, per cell a tag byte, then for 0 an s64, for 1 a u32
 /// byte length and the UTF-8 text.
 pub(crate) fn pack(rows: &[Row]) -> Vec<u8> {

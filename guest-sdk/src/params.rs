@@ -70,9 +70,9 @@ impl Params {
     }
 
     /// A `text` parameter listing syscalls by name, comma-separated (`openat,read`), as
-    /// the numbers a [`Filter`](crate::Filter)'s `syscalls` takes; empty is none (no
+    /// the names a [`Filter`](crate::Filter)'s `syscalls` takes; empty is none (no
     /// filter). An unknown name is the error `"{name}: no x86_64 syscall named 'opne'"`.
-    pub fn syscalls(&self, name: &str) -> Result<Vec<u32>, String> {
+    pub fn syscalls(&self, name: &str) -> Result<Vec<String>, String> {
         crate::Syscall::parse_list(self.text(name)).map_err(|e| format!("{name}: {e}"))
     }
 
@@ -195,9 +195,9 @@ mod tests {
     }
 
     #[test]
-    fn syscall_lists_become_numbers() {
+    fn syscall_lists_become_checked_names() {
         let p = Params::from_pairs(&[("syscall", "read, write,,openat"), ("none", ""), ("typo", "read,opne")]);
-        assert_eq!(p.syscalls("syscall"), Ok(vec![0, 1, 257]));
+        assert_eq!(p.syscalls("syscall"), Ok(vec!["read".into(), "write".into(), "openat".into()]));
         assert_eq!(p.syscalls("none"), Ok(vec![]));
         assert_eq!(p.syscalls("typo").unwrap_err(), "typo: no x86_64 syscall named 'opne'");
     }

@@ -1,6 +1,6 @@
 //! Constructors for the WIT records a plugin builds in `info` and `start`.
 //!
-//! The records themselves are generated from `wit/plugin.wit` (their fields are
+//! The records themselves are generated from `wit/` (their fields are
 //! public and documented there); these only save typing.
 
 use crate::{
@@ -58,7 +58,7 @@ impl Filter {
     ///
     /// ```
     /// use wasmtap_sdk::{CmpOp, Filter};
-    /// let failed = Filter { syscalls: vec![2, 257], ..Filter::default() }.when("ret", CmpOp::Lt, 0);
+    /// let failed = Filter { syscalls: vec!["open".into(), "openat".into()], ..Filter::default() }.when("ret", CmpOp::Lt, 0);
     /// assert_eq!((failed.syscalls.len(), failed.predicates[0].field.as_str()), (2, "ret"));
     /// ```
     pub fn when(mut self, field: &str, op: CmpOp, value: i64) -> Self {
@@ -113,7 +113,7 @@ impl Subscription {
     }
 
     /// Require `field OP value` of the probe's numeric field `field` (a tracepoint field
-    /// by its tracefs name, `arg0`.., `ret`, `retval`, `addr`; see `wit/plugin.wit`).
+    /// by its tracefs name, `arg0`.., `ret`, `retval`, `addr`; see `wit/probes.wit`).
     /// Calls add up: every predicate must hold. The first four run in the kernel.
     ///
     /// ```

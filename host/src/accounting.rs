@@ -98,7 +98,7 @@ pub struct PluginStats {
     pub restarts: u64,
     /// Seconds in which it went over its CPU or output budget.
     pub budget_overruns: u64,
-    /// `host.symbolize` requests answered with unknown frames because they named a process
+    /// `services.symbolize` requests answered with unknown frames because they named a process
     /// the plugin was not shown (or the kernel, where the run may not see it).
     pub symbolize_refused: u64,
     /// Processes its symbolize scope forgot because it was full.

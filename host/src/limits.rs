@@ -36,7 +36,7 @@ pub struct Limits {
     pub on_fault: OnFault,
     /// Faults in a row, each before the plugin completed a single call, that end restarting.
     pub crash_loop: u32,
-    /// Whether `host.symbolize` answers for kernel addresses: where the run may see the
+    /// Whether `services.symbolize` answers for kernel addresses: where the run may see the
     /// kernel (a root run may; a tenant of a shared host may not).
     pub kernel_symbols: bool,
 }

@@ -82,7 +82,7 @@ fn hostile_plugins_are_stopped_while_syscount_stays_exact() {
         ("trapper", "panic", "panicked: trapper: deliberate fault"),
         ("bigstr", "output", "produced more than 16 MiB"),
         ("sleeper", "blocked", "tried to block in the host (wasi:io/poll"),
-        ("badrows", "contract", "host.emit-packed: packed rows end inside a value at byte 20 of 20"),
+        ("badrows", "contract", "output.emit-packed: packed rows end inside a value at byte 20 of 20"),
     ];
     for (name, kind, reason) in expect {
         let p = plugin(acct, name);
@@ -145,7 +145,7 @@ fn a_symbolize_flood_and_a_foreign_pid_are_refused_while_syscount_stays_exact() 
     assert_eq!(u(&p["symbolize_refused"]), 3, "{p}");
     assert!(err.contains("symflood: pid 1 gave 0 named frames"), "{err}");
     // The flood is stopped before any work, with one line naming the limit.
-    let limit = "host.symbolize: 1000000 stack requests in one call, more than the 4096 allowed";
+    let limit = "services.symbolize: 1000000 stack requests in one call, more than the 4096 allowed";
     assert_eq!(p["last_fault"]["kind"], "contract", "{p}");
     assert_eq!(p["last_fault"]["reason"], limit, "{p}");
     assert_eq!(err.matches(limit).count(), 1, "{err}");

@@ -256,7 +256,7 @@ fn print_help(verb: &str, described: &[plugin::Described]) {
     }
     for d in described {
         let i = &d.info;
-        println!("\nPlugin {} {}: {}", i.name, i.version, i.description);
+        println!("\nPlugin {} {} (built for {}): {}", i.name, i.version, d.world(), i.description);
         if i.params.is_empty() {
             println!("  (no parameters)");
         }

@@ -2,6 +2,8 @@
 //! here and why. Parsing is pure; resolving a name against the system (tracefs formats,
 //! ELF symbols, USDT notes) happens in [`super::table`].
 
+use std::collections::BTreeSet;
+
 use wasmtap_abi::Kind;
 
 /// A collector object in `bpf/`.
@@ -227,6 +229,18 @@ pub fn header_fields() -> &'static [(&'static str, &'static str)] {
     HEADER_FIELDS
 }
 
+/// A filter's syscall names as the numbers of the machine the host runs on (x86_64); the
+/// error names the first name it has no syscall for.
+pub fn syscall_numbers(names: &[String]) -> Result<BTreeSet<u32>, String> {
+    names
+        .iter()
+        .map(|name| {
+            wasmtap_abi::syscall_number(name)
+                .ok_or_else(|| format!("no syscall named `{}` on x86_64", crate::wit::printable(name)))
+        })
+        .collect()
+}
+
 /// Parse a probe name.
 pub fn parse(name: &str) -> Result<ProbeSpec, ProbeError> {
     let bad = |reason: String| ProbeError::Bad { name: name.into(), reason };
@@ -412,6 +426,16 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filter_syscall_names_become_this_machines_numbers_and_unknown_ones_are_named() {
+        let names = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(syscall_numbers(&names(&["read", "openat", "read"])), Ok(BTreeSet::from([0, 257])));
+        assert_eq!(syscall_numbers(&names(&["read", "opne"])), Err("no syscall named `opne` on x86_64".into()));
+        assert_eq!(syscall_numbers(&names(&["110"])), Err("no syscall named `110` on x86_64".into()));
+        let long = format!("{}\n", "x".repeat(100));
+        assert_eq!(syscall_numbers(&[long]).unwrap_err(), format!("no syscall named `{}` on x86_64", "x".repeat(64)));
+    }
 
     #[test]
     fn syscall_probe_names_the_syscall() {

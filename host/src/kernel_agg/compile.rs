@@ -69,7 +69,7 @@ pub(super) fn correlation(c: &types::Correlation, p: &Probe) -> Result<Src, Stri
 }
 
 pub(super) fn syscall_set(f: &types::Filter, p: &Probe) -> Result<Option<BTreeSet<u32>>, String> {
-    let mut set: BTreeSet<u32> = f.syscalls.iter().copied().collect();
+    let mut set = crate::collect::probes::syscall_numbers(&f.syscalls)?;
     if !set.is_empty() && !matches!(p.kind, Kind::SysEnter | Kind::SysExit) {
         return Err("a syscall filter on a probe that is not a syscall probe".into());
     }

@@ -3,7 +3,7 @@
 //! collector (`bpf/agg.bpf.c`), which updates a per-CPU hash and streams nothing. When
 //! events are recorded or replayed, the same actions run here over the records
 //! ([`Evaluator`]), with the same keys, buckets and latencies, so a recording replays
-//! to the same snapshots. Plugins read snapshots with `host.read-aggregation`.
+//! to the same snapshots. Plugins read snapshots with `kernel-aggregations.read-aggregation`.
 
 //!
 //! Here: the vocabulary (sources, functions, actions, specs, the task filter). Beside it:

@@ -2,6 +2,7 @@
 //! exactly, turned into the contract's entries, read by each plugin through its reader.
 
 use super::*;
+use crate::sandbox::ReadError;
 
 /// Where snapshots come from.
 pub enum Backend {
@@ -141,11 +142,9 @@ pub struct PluginAggs {
 }
 
 impl crate::sandbox::Aggregates for PluginAggs {
-    fn read(&mut self, id: u32, reset: bool) -> Result<Vec<types::AggEntry>, String> {
-        let global = *self
-            .ids
-            .get(id as usize)
-            .ok_or_else(|| format!("no kernel aggregation {id} (the plan declared {})", self.ids.len()))?;
-        self.store.lock().unwrap_or_else(|e| e.into_inner()).read(global, reset)
+    fn read(&mut self, id: u32, reset: bool) -> Result<Vec<types::AggEntry>, ReadError> {
+        let global = *self.ids.get(id as usize).ok_or(ReadError::NoSuch { id, declared: self.ids.len() })?;
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.read(global, reset).map_err(|reason| ReadError::Failed { id, reason })
     }
 }

@@ -148,15 +148,15 @@ fn more_starts_open_the_same_intervals_each_under_its_own_filter() {
     let table = ProbeTable::default();
     let source = ProbeLookup::Recorded(&table);
     let mut wire = agg("tracepoint:raw_syscalls:sys_exit", vec![], KernelFunction::Log2Histogram, AggSource::Latency);
-    let only = |nr: u32| Filter { syscalls: vec![nr], ..filter() };
+    let only = |name: &str| Filter { syscalls: vec![name.into()], ..filter() };
     wire.start = Some(StartEvent {
         probe: "tracepoint:raw_syscalls:sys_enter".into(),
-        filter: only(0),
+        filter: only("read"),
         key: Correlation::Tid,
         end_key: Correlation::Tid,
         more: vec![types::MoreStart {
             probe: "tracepoint:raw_syscalls:sys_enter".into(),
-            filter: only(1),
+            filter: only("write"),
             key: Correlation::Tid,
         }],
     });

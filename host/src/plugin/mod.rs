@@ -96,6 +96,11 @@ pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock, limits: &Limits) -> 
 }
 
 impl Described {
+    /// The version of the `plugin` world it was built for.
+    pub fn world(&self) -> crate::wit::World {
+        self.loaded.world()
+    }
+
     /// The same plugin in a fresh instance under other limits (a per-plugin override).
     pub fn with_limits(self, limits: &Limits) -> Result<Described, PluginError> {
         let fault = |fault| PluginError::Fault { path: self.loaded.path().display().to_string(), fault };

@@ -2,6 +2,7 @@
 //! the calls that deliver events and ticks to it.
 
 use super::*;
+use crate::wit::World;
 
 /// A started plugin.
 pub struct Runner {
@@ -43,7 +44,7 @@ pub struct Runner {
     /// What a new instance is given after a restart.
     pub(super) schemas: Vec<Option<types::ProbeSchema>>,
     pub(super) aggs_reader: Option<crate::kernel_agg::PluginAggs>,
-    /// The processes whose records were queued for it: what `host.symbolize` may name.
+    /// The processes whose records were queued for it: what `services.symbolize` may name.
     pub(super) scope: crate::sandbox::SharedScope,
     /// Pids of the queued batch, not yet in `scope` (one lock per batch, not per record).
     pub(super) batch_pids: Vec<u32>,
@@ -68,6 +69,14 @@ impl Runner {
             .map_err(|message| PluginError::Refused { plugin: name.clone(), message })?;
         bounds::check_plan(&plan).map_err(|e| PluginError::BadPlan { plugin: name.clone(), reason: e.to_string() })?;
         let mut warnings = Vec::new();
+        if loaded.world() == World::Previous {
+            warnings.push(format!(
+                "built for {}, the previous version of the contract: it runs as it was built \
+                 (rebuilt with this SDK, it would be {})",
+                World::Previous,
+                World::Current
+            ));
+        }
         if let crate::sandbox::cache::Outcome::Rebuilt { reason } = loaded.cache_outcome() {
             warnings.push(format!("its compiled-code cache entry was not valid ({reason}); compiled it again"));
         }

@@ -128,7 +128,8 @@ pub(super) fn parse_sub(plugin: &str, s: &types::Subscription, warnings: &mut Ve
         }
         Err(error) => return Err(PluginError::Probe { plugin: plugin.into(), error }),
     };
-    let mut syscalls: BTreeSet<u32> = s.filter.syscalls.iter().copied().collect();
+    let mut syscalls = probes::syscall_numbers(&s.filter.syscalls)
+        .map_err(|reason| PluginError::BadPlan { plugin: plugin.into(), reason: format!("`{}`: {reason}", s.probe) })?;
     if let Some(ProbeSpec::Syscall { nr: Some(nr), .. }) = &spec {
         syscalls.insert(*nr);
     }

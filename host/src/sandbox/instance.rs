@@ -2,6 +2,7 @@
 //! they hand back checked against the contract's limits.
 
 use super::*;
+use crate::wit::previous::Convert;
 
 /// What the calls into one instance cost.
 #[derive(Clone, Copy, Debug, Default)]
@@ -13,10 +14,63 @@ pub struct Meter {
     pub calls: u64,
 }
 
+/// The exports of an instance, of the version of the world it was built for; calls on
+/// a plugin of the previous version convert what crosses.
+pub(super) enum Bindings {
+    Current(crate::wit::Plugin),
+    Previous(previous::Plugin),
+}
+
+impl Bindings {
+    fn call_info(&self, s: &mut Store<StoreState>) -> wasmtime::Result<types::PluginInfo> {
+        match self {
+            Bindings::Current(b) => b.call_info(s),
+            Bindings::Previous(b) => Ok(b.call_info(s)?.convert()),
+        }
+    }
+
+    fn call_start(
+        &self,
+        s: &mut Store<StoreState>,
+        params: &[types::Param],
+    ) -> wasmtime::Result<Result<types::Plan, String>> {
+        match self {
+            Bindings::Current(b) => b.call_start(s, params),
+            Bindings::Previous(b) => Ok(b.call_start(s, &params.to_vec().convert())?.map(Convert::convert)),
+        }
+    }
+
+    fn call_on_batch(&self, s: &mut Store<StoreState>, batch: &[u8]) -> wasmtime::Result<()> {
+        match self {
+            Bindings::Current(b) => b.call_on_batch(s, batch),
+            Bindings::Previous(b) => b.call_on_batch(s, batch),
+        }
+    }
+
+    fn call_on_tick(
+        &self,
+        s: &mut Store<StoreState>,
+        sub: u32,
+        now_ns: u64,
+    ) -> wasmtime::Result<Vec<types::Aggregation>> {
+        match self {
+            Bindings::Current(b) => b.call_on_tick(s, sub, now_ns),
+            Bindings::Previous(b) => Ok(b.call_on_tick(s, sub, now_ns)?.convert()),
+        }
+    }
+
+    fn call_finish(&self, s: &mut Store<StoreState>) -> wasmtime::Result<Vec<types::Aggregation>> {
+        match self {
+            Bindings::Current(b) => b.call_finish(s),
+            Bindings::Previous(b) => Ok(b.call_finish(s)?.convert()),
+        }
+    }
+}
+
 /// One running plugin instance.
 pub struct Instance {
     pub(super) store: Store<StoreState>,
-    pub(super) bindings: Plugin,
+    pub(super) bindings: Bindings,
     pub(super) limits: Limits,
     pub(super) deadline_ticks: u64,
     pub(super) meter: Meter,
@@ -28,7 +82,7 @@ impl Instance {
     fn call<R>(
         &mut self,
         export: &'static str,
-        f: impl FnOnce(&Plugin, &mut Store<StoreState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Bindings, &mut Store<StoreState>) -> wasmtime::Result<R>,
     ) -> Result<R, Fault> {
         self.store.set_epoch_deadline(self.deadline_ticks);
         let (cpu0, wall0) = (crate::sys::thread_cpu_ns(), Instant::now());
@@ -98,7 +152,7 @@ impl Instance {
         }
         for agg in &aggs {
             if let Some(why) = agg.entries.iter().find_map(entry_too_large) {
-                return Err(fault(format!("reported an entry of @{} with {why}", host_api::printable(&agg.name))));
+                return Err(fault(format!("reported an entry of @{} with {why}", crate::wit::printable(&agg.name))));
             }
         }
         Ok(aggs)
@@ -109,12 +163,12 @@ impl Instance {
         self.store.data_mut().host.aggregates = Some(aggs);
     }
 
-    /// The schemas `host.schema` answers with, by subscription index.
+    /// The schemas `probes.schema` answers with, by subscription index.
     pub fn set_schemas(&mut self, schemas: Vec<Option<types::ProbeSchema>>) {
         self.store.data_mut().host.schemas = schemas;
     }
 
-    /// The processes `host.symbolize` may name for this plugin.
+    /// The processes `services.symbolize` may name for this plugin.
     pub fn set_symbol_scope(&mut self, scope: SharedScope) {
         self.store.data_mut().host.symbolize.scope = scope;
     }

@@ -1,15 +1,17 @@
 //! The only module that configures wasmtime: one engine, one store per plugin, memory and
 //! instance caps, a deadline per call (epoch interruption) and a capability allow-list.
 //!
-//! A plugin sees the `wasmtap:plugin/host` interface and, because Rust's `wasm32-wasip2`
+//! A plugin sees the interfaces of the `wasmtap:plugin` world, of the version it was
+//! built for (the current 0.2.0 or the previous 0.1.0), and, because Rust's `wasm32-wasip2`
 //! standard library always imports them, the WASI cli/io/clocks/random interfaces with a
 //! context that grants nothing: no preopened directories, no environment, no arguments,
 //! no network. A component importing anything else (files, sockets, http) is refused
 //! at load time.
 //!
-//! Here: the engine, loading, and each plugin's store. Beside it: `instance.rs` (calls
-//! into a running instance), `fault.rs` (what a failed call was), `host_api.rs` and
-//! `packed.rs` (what the plugin hands the host), `limiter.rs` (memories and tables),
+//! Here: the engine, loading (which tells the versions apart), and each plugin's store.
+//! Beside it: `instance.rs` (calls into a running instance, of either version),
+//! `fault.rs` (what a failed call was), `host_api/` (the imports, one file an interface)
+//! and `packed.rs` (what the plugin hands the host), `limiter.rs` (memories and tables),
 //! `symbolize.rs` (the symbolizer a plugin asks), `cache.rs` (compiled plugins on disk).
 
 pub mod cache;
@@ -38,8 +40,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use cache::{Cache, Outcome};
 use limiter::PluginLimiter;
 
-use crate::wit::types;
-use crate::wit::{Plugin, PluginPre};
+use crate::wit::previous;
+use crate::wit::{types, World};
 
 use crate::clock::Clock;
 use crate::limits::{FaultKind, Limits};
@@ -50,8 +52,31 @@ pub use symbolize::{Answer, SharedScope, Symbols, SymbolsError};
 /// the host's evaluation of a recording.
 pub trait Aggregates: Send {
     /// A snapshot of the plugin's aggregation `id`; with `reset`, the next starts from zero.
-    fn read(&mut self, id: u32, reset: bool) -> Result<Vec<types::AggEntry>, String>;
+    fn read(&mut self, id: u32, reset: bool) -> Result<Vec<types::AggEntry>, ReadError>;
 }
+
+/// Why there is no snapshot of a kernel aggregation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// The plan declared no aggregation `id`: a plugin's mistake.
+    NoSuch { id: u32, declared: usize },
+    /// Its maps could not be read: the host's trouble, not the plugin's.
+    Failed { id: u32, reason: String },
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::NoSuch { id, declared: 0 } => write!(f, "no kernel aggregation {id} (the plan declared none)"),
+            ReadError::NoSuch { id, declared } => {
+                write!(f, "no kernel aggregation {id} (the plan declared {declared})")
+            }
+            ReadError::Failed { id, reason } => write!(f, "kernel aggregation {id} could not be read: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
 
 /// The symbol source every plugin of a sandbox shares.
 pub type SharedSymbols = Arc<Mutex<Option<Box<dyn Symbols>>>>;
@@ -93,7 +118,7 @@ pub enum SandboxError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a WebAssembly component: {reason}")]
     NotAComponent { path: PathBuf, reason: String },
-    #[error("{path} imports `{import}`, which plugins are not granted (allowed: wasmtap:plugin/host and WASI cli, io, clocks, random; no files, sockets or http)")]
+    #[error("{path} imports `{import}`, which plugins are not granted (allowed: the wasmtap:plugin interfaces and WASI cli, io, clocks, random; no files, sockets or http)")]
     ForbiddenImport { path: PathBuf, import: String },
     #[error("{path} is not a wasmtap plugin (world wasmtap:plugin/plugin@0.1.0): {reason}")]
     WrongWorld { path: PathBuf, reason: String },
@@ -136,7 +161,8 @@ impl Sandbox {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
         refuse_blocking(&mut linker).map_err(engine_err)?;
-        Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_err)?;
+        crate::wit::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_err)?;
+        previous::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_err)?;
         symbolize_counted_first(&mut linker).map_err(engine_err)?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (eng, stop) = (engine.clone(), ticker_stop.clone());
@@ -175,15 +201,26 @@ impl Sandbox {
             .cache
             .component_with_digest(&self.engine, &bytes, &digest)
             .map_err(|e| SandboxError::NotAComponent { path: path.into(), reason: first_line(&format!("{e:#}")) })?;
+        let mut imported = None;
         for (name, _) in component.component_type().imports(&self.engine) {
             if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
                 return Err(SandboxError::ForbiddenImport { path: path.into(), import: name.to_string() });
             }
+            imported = imported.or(World::of_import(name));
         }
         let wrong =
             |e: wasmtime::Error| SandboxError::WrongWorld { path: path.into(), reason: first_line(&format!("{e:#}")) };
         let pre = self.linker.instantiate_pre(&component).map_err(wrong)?;
-        let pre = PluginPre::new(pre).map_err(wrong)?;
+        // The version its imports name; a plugin importing nothing of the contract is
+        // whichever version its exports type-check against, the current one first.
+        let pre = match imported {
+            Some(World::Previous) => Pre::Previous(previous::PluginPre::new(pre).map_err(wrong)?),
+            Some(World::Current) => Pre::Current(crate::wit::PluginPre::new(pre).map_err(wrong)?),
+            None => match crate::wit::PluginPre::new(pre.clone()) {
+                Ok(current) => Pre::Current(current),
+                Err(e) => Pre::Previous(previous::PluginPre::new(pre).map_err(|_| wrong(e))?),
+            },
+        };
         Ok(LoadedPlugin { pre, path: path.into(), symbols: self.symbols.clone(), digest, outcome })
     }
 }
@@ -194,9 +231,15 @@ impl Drop for Sandbox {
     }
 }
 
+/// A compiled plugin, type-checked against the version of the world it was built for.
+enum Pre {
+    Current(crate::wit::PluginPre<StoreState>),
+    Previous(previous::PluginPre<StoreState>),
+}
+
 /// A compiled, type-checked plugin, ready to be instantiated any number of times.
 pub struct LoadedPlugin {
-    pre: PluginPre<StoreState>,
+    pre: Pre,
     path: PathBuf,
     symbols: SharedSymbols,
     digest: cache::Digest,
@@ -214,6 +257,14 @@ impl LoadedPlugin {
         self.digest
     }
 
+    /// The version of the `plugin` world it was built for.
+    pub fn world(&self) -> World {
+        match self.pre {
+            Pre::Current(_) => World::Current,
+            Pre::Previous(_) => World::Previous,
+        }
+    }
+
     /// Whether the compiled code came from the cache.
     pub fn cache_outcome(&self) -> &Outcome {
         &self.outcome
@@ -221,13 +272,18 @@ impl LoadedPlugin {
 
     /// A fresh instance in a store of its own, bounded by `limits`.
     pub fn instantiate(&self, clock: Clock, limits: &Limits) -> Result<Instance, Fault> {
-        let mut store = new_store(self.pre.engine(), clock, limits, self.symbols.clone());
+        let engine = match &self.pre {
+            Pre::Current(pre) => pre.engine(),
+            Pre::Previous(pre) => pre.engine(),
+        };
+        let mut store = new_store(engine, clock, limits, self.symbols.clone());
         let deadline_ticks = limits.deadline_ticks();
         let started = Instant::now();
-        let bindings = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| Fault::from_error("instantiate", &e, &store, limits, started.elapsed()))?;
+        let bindings = match &self.pre {
+            Pre::Current(pre) => pre.instantiate(&mut store).map(Bindings::Current),
+            Pre::Previous(pre) => pre.instantiate(&mut store).map(Bindings::Previous),
+        };
+        let bindings = bindings.map_err(|e| Fault::from_error("instantiate", &e, &store, limits, started.elapsed()))?;
         Ok(Instance { store, bindings, limits: limits.clone(), deadline_ticks, meter: Meter::default() })
     }
 }
@@ -280,22 +336,25 @@ fn refuse_blocking(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// `host.symbolize` as bindgen makes it copies every request out of the plugin before the
+/// `services.symbolize` as bindgen makes it copies every request out of the plugin before the
 /// host sees one: a million empty requests cost the host 32 MiB before it can refuse them.
 /// This one takes the list where it lies in the plugin's memory, counts it, and copies the
 /// requests only when there are few enough.
+/// Both versions of the world: their requests and frames have the same shape.
 fn symbolize_counted_first(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let mut host = linker.instance("wasmtap:plugin/host@0.1.0")?;
-    host.func_wrap(
-        "symbolize",
-        |mut store: wasmtime::StoreContextMut<'_, StoreState>, (stacks,): (WasmList<types::StackRequest>,)| {
-            symbolize::check_count(stacks.len()).map_err(wasmtime::Error::new)?;
-            let stacks: Vec<types::StackRequest> = stacks.iter(store.as_context_mut())?.collect::<Result<_, _>>()?;
-            let frames = store.data_mut().host.symbolize.answer(&stacks).map_err(wasmtime::Error::new)?;
-            Ok((frames,))
-        },
-    )?;
+    for interface in ["wasmtap:plugin/services@0.2.0", "wasmtap:plugin/host@0.1.0"] {
+        linker.instance(interface)?.func_wrap(
+            "symbolize",
+            |mut store: wasmtime::StoreContextMut<'_, StoreState>, (stacks,): (WasmList<types::StackRequest>,)| {
+                symbolize::check_count(stacks.len()).map_err(wasmtime::Error::new)?;
+                let stacks: Vec<types::StackRequest> =
+                    stacks.iter(store.as_context_mut())?.collect::<Result<_, _>>()?;
+                let frames = store.data_mut().host.symbolize.answer(&stacks).map_err(wasmtime::Error::new)?;
+                Ok((frames,))
+            },
+        )?;
+    }
     linker.allow_shadowing(false);
     Ok(())
 }

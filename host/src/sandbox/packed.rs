@@ -1,10 +1,10 @@
-//! Packed rows (`host.emit-packed`): the streaming fast path. A list of rows crosses the
+//! Packed rows (`output.emit-packed`): the streaming fast path. A list of rows crosses the
 //! boundary as one byte list, one copy, instead of a list of records of variants of
 //! strings, each lifted into its own allocation; the host renders the cells in place.
 //!
 //! Little-endian. Per row: u32 table, u16 number of cells; per cell a tag byte, then for
 //! tag 0 an s64, for tag 1 a u32 byte length and that much UTF-8 text. Stacks are not
-//! packed (the SDK sends rows holding one with `host.emit`).
+//! packed (the SDK sends rows holding one with `output.emit`).
 
 use crate::wit::Cell;
 

@@ -1,4 +1,4 @@
-//! What a plugin's `host.symbolize` may reach and what it pays for. A plugin names user
+//! What a plugin's `services.symbolize` may reach and what it pays for. A plugin names user
 //! address spaces by pid, so it is held to the processes whose records it was given
 //! ([`PidScope`]); kernel addresses only where the run may see the kernel
 //! ([`super::Limits::kernel_symbols`]). Work is bounded per call before any is done, and the
@@ -40,14 +40,14 @@ pub enum SymbolsError {
     GivenUp { timeout: Duration, busy: Duration },
 }
 
-/// A plugin broke a `host.symbolize` limit, or the symbolizer failed it: the call faults.
+/// A plugin broke a `services.symbolize` limit, or the symbolizer failed it: the call faults.
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolizeFault {
-    #[error("host.symbolize: {0} stack requests in one call, more than the {STACK_REQUESTS_PER_CALL} allowed")]
+    #[error("services.symbolize: {0} stack requests in one call, more than the {STACK_REQUESTS_PER_CALL} allowed")]
     TooManyRequests(usize),
-    #[error("host.symbolize: {0} addresses in one call, more than the {ADDRS_PER_CALL} allowed")]
+    #[error("services.symbolize: {0} addresses in one call, more than the {ADDRS_PER_CALL} allowed")]
     TooManyAddrs(usize),
-    #[error("host.symbolize: {0}")]
+    #[error("services.symbolize: {0}")]
     Symbols(#[from] SymbolsError),
 }
 
@@ -177,7 +177,7 @@ mod tests {
         let empty = types::StackRequest { pid: 1, kernel: false, addrs: Vec::new() };
         let stacks = vec![empty; STACK_REQUESTS_PER_CALL + 1];
         let e = check_size(&stacks).unwrap_err();
-        assert_eq!(e.to_string(), "host.symbolize: 4097 stack requests in one call, more than the 4096 allowed");
+        assert_eq!(e.to_string(), "services.symbolize: 4097 stack requests in one call, more than the 4096 allowed");
         assert_eq!(e.kind(), crate::sandbox::FaultKind::Contract);
         let big = [types::StackRequest { pid: 1, kernel: false, addrs: vec![0; ADDRS_PER_CALL + 1] }];
         assert!(matches!(check_size(&big), Err(SymbolizeFault::TooManyAddrs(65537))));

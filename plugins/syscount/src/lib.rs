@@ -228,16 +228,19 @@ mod tests {
         assert_eq!((me.errors.map(AggId::id), me.latency.map(AggId::id)), (Some(1), Some(2)));
         let errors = &plan.aggregations[1];
         assert_eq!((errors.probe.as_str(), errors.keys.len()), (EXIT, 2));
-        assert_eq!((errors.filter.predicates[0].op, errors.filter.syscalls.clone()), (CmpOp::Lt, vec![1]));
+        assert_eq!(
+            (errors.filter.predicates[0].op, errors.filter.syscalls.clone()),
+            (CmpOp::Lt, vec!["write".to_string()])
+        );
         assert_eq!(plan.aggregations[2].start.as_ref().unwrap().probe, PROBE);
     }
 
     #[test]
-    fn syscall_names_become_numbers_in_the_kernel_filter() {
+    fn syscall_names_go_to_the_kernel_filter_checked() {
         let p = [("mode", "kernel"), ("by", "syscall,process"), ("syscall", "read, write,,openat")];
         let (_, plan) = Syscount::start(&Params::from_pairs(&p)).unwrap();
         assert_eq!(plan.aggregations.len(), 2);
-        assert!(plan.aggregations.iter().all(|a| a.filter.syscalls == [0, 1, 257]));
+        assert!(plan.aggregations.iter().all(|a| a.filter.syscalls == ["read", "write", "openat"]));
     }
 
     #[test]
@@ -294,7 +297,7 @@ mod tests {
         let (mut me, plan) = Syscount::start(&params).unwrap();
         assert_eq!(probes(&plan), ["interval:ms:1"]);
         assert_eq!(plan.aggregations.len(), 2);
-        assert!(plan.aggregations.iter().all(|a| a.probe == PROBE && a.filter.syscalls == [0]));
+        assert!(plan.aggregations.iter().all(|a| a.probe == PROBE && a.filter.syscalls == ["read"]));
         let reads = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let seen = reads.clone();
         wasmtap_sdk::testing::set_aggregations(move |id, reset| {

@@ -154,8 +154,8 @@ mod tests {
         assert!(plan.subscriptions.is_empty());
         assert_eq!(plan.aggregations.len(), 1);
         let agg = &plan.aggregations[0];
-        assert_eq!(agg.filter.syscalls, vec![0]);
-        assert_eq!(agg.start.as_ref().unwrap().filter.syscalls, vec![0]);
+        assert_eq!(agg.filter.syscalls, ["read"]);
+        assert_eq!(agg.start.as_ref().unwrap().filter.syscalls, ["read"]);
         let (_, plan) = start("stream").unwrap();
         assert_eq!((plan.subscriptions.len(), plan.aggregations.len()), (2, 0));
         let (_, plan) = start("compare").unwrap();

@@ -1,11 +1,21 @@
-//! The host side of `wasmtap:plugin/host`. Nothing here prints: output is collected
-//! and handed to the caller after each call. Every guest-supplied size is checked
-//! against a cap; a plugin past a cap is trapped, which disables only that plugin.
+//! The host side of the contract's imports, one file an interface: `output.rs` (rows
+//! and text), `probes.rs` (record layouts), `kernel_aggregations.rs` (snapshots),
+//! `services.rs` (logs, clocks, symbols), and `previous.rs` (the same for plugins built
+//! for `wasmtap:plugin@0.1.0`). Here: what a call's output and imports cost and hold.
+//! Nothing here prints: output is collected and handed to the caller after each call.
+//! Every guest-supplied size is checked against a cap; a plugin past a cap is trapped,
+//! which disables only that plugin.
+
+mod kernel_aggregations;
+mod output;
+mod previous;
+mod probes;
+mod services;
 
 use super::symbolize::{self as sym, SharedScope};
 use super::{SharedSymbols, StoreState};
 use crate::clock::Clock;
-use crate::wit::wasmtap::plugin::{host, types};
+use crate::wit::{aggregations, lifecycle, types};
 
 /// Bytes of output (rows, text, logs) a plugin may produce in one call.
 const OUTPUT_BYTES_PER_CALL: usize = 16 << 20;
@@ -52,7 +62,7 @@ pub struct GuestOutput {
 #[derive(Debug)]
 pub enum GuestItem {
     Rows(Vec<types::Row>),
-    /// Rows as `host.emit-packed` sent them, checked.
+    /// Rows as `output.emit-packed` sent them, checked.
     Packed(Vec<u8>),
     Text(String),
     Log(LogLine),
@@ -113,17 +123,20 @@ impl GuestOutput {
     }
 }
 
+impl lifecycle::Host for StoreState {}
+impl aggregations::Host for StoreState {}
+
 pub(super) struct HostState {
     pub clock: Clock,
     out: GuestOutput,
-    /// `host.schema` answers, by subscription index.
+    /// `probes.schema` answers, by subscription index.
     pub schemas: Vec<Option<types::ProbeSchema>>,
-    /// `host.read-aggregation` answers; none if the plan declared no kernel aggregations.
+    /// `kernel-aggregations.read-aggregation` answers; none if the plan declared no kernel aggregations.
     pub aggregates: Option<Box<dyn super::Aggregates>>,
     pub symbolize: Symbolize,
 }
 
-/// What `host.symbolize` answers from, may reach, and has cost in the current call.
+/// What `services.symbolize` answers from, may reach, and has cost in the current call.
 pub(super) struct Symbolize {
     symbols: SharedSymbols,
     pub scope: SharedScope,
@@ -157,104 +170,6 @@ impl HostState {
     pub fn set_output_budget(&mut self, bytes: u64) {
         self.out.budget = bytes;
     }
-}
-
-fn row_bytes(row: &types::Row) -> usize {
-    row.values.iter().map(value_bytes).sum::<usize>() + ROW_MIN_BYTES
-}
-
-/// What a lifted value costs the host: an `Int` cell is a 32-byte enum.
-fn value_bytes(v: &types::Value) -> usize {
-    match v {
-        types::Value::Int(_) => 32,
-        types::Value::Text(s) => s.len() + 32,
-        types::Value::Stack(frames) => {
-            frames.iter().map(|f| 40 + f.symbol.len() + f.module.len() + f.file.len()).sum::<usize>() + 8
-        }
-    }
-}
-
-impl types::Host for StoreState {}
-
-impl host::Host for StoreState {
-    fn emit(&mut self, rows: Vec<types::Row>) -> wasmtime::Result<()> {
-        let bytes = rows.iter().map(row_bytes).sum::<usize>() + ITEM_MIN_BYTES;
-        if self.host.out.charge(bytes, rows.len())? {
-            self.host.out.items.push(GuestItem::Rows(rows));
-        }
-        Ok(())
-    }
-
-    fn emit_packed(&mut self, rows: Vec<u8>) -> wasmtime::Result<()> {
-        let n = super::packed::count(&rows).map_err(|e| wasmtime::Error::msg(format!("host.emit-packed: {e}")))?;
-        let bytes = rows.len() + n * ROW_MIN_BYTES + ITEM_MIN_BYTES;
-        if self.host.out.charge(bytes, n)? {
-            self.host.out.items.push(GuestItem::Packed(rows));
-        }
-        Ok(())
-    }
-
-    fn print(&mut self, text: String) -> wasmtime::Result<()> {
-        if self.host.out.charge(text.len() + ITEM_MIN_BYTES, 0)? {
-            self.host.out.items.push(GuestItem::Text(text));
-        }
-        Ok(())
-    }
-
-    fn log(&mut self, level: types::Level, message: String) -> wasmtime::Result<()> {
-        if self.host.out.charge_log(message.len().max(LOG_MIN_BYTES))? {
-            self.host.out.items.push(GuestItem::Log(LogLine { level, message }));
-        }
-        Ok(())
-    }
-
-    fn monotonic_ns(&mut self) -> wasmtime::Result<u64> {
-        Ok(self.host.clock.mono_ns())
-    }
-
-    fn wall_ns(&mut self) -> wasmtime::Result<u64> {
-        let mono = self.host.clock.mono_ns();
-        Ok(self.host.clock.wall_of(mono))
-    }
-
-    fn schema(&mut self, sub: u32) -> wasmtime::Result<Option<types::ProbeSchema>> {
-        Ok(self.host.schemas.get(sub as usize).cloned().flatten())
-    }
-
-    /// Not reached: [`super::symbolize_counted_first`] shadows it, to count requests before copying them.
-    fn symbolize(&mut self, stacks: Vec<types::StackRequest>) -> wasmtime::Result<Vec<Vec<types::Frame>>> {
-        self.host.symbolize.answer(&stacks).map_err(wasmtime::Error::new)
-    }
-
-    fn read_aggregation(&mut self, id: u32, reset: bool) -> wasmtime::Result<Vec<types::AggEntry>> {
-        self.read_aggregation_impl(id, reset)
-    }
-}
-
-impl StoreState {
-    fn read_aggregation_impl(&mut self, id: u32, reset: bool) -> wasmtime::Result<Vec<types::AggEntry>> {
-        let Some(aggs) = self.host.aggregates.as_mut() else {
-            wasmtime::bail!("read-aggregation: no kernel aggregation {id} (the plan declared none)");
-        };
-        match aggs.read(id, reset) {
-            Ok(entries) => Ok(entries),
-            Err(e) if e.starts_with("no kernel aggregation") => wasmtime::bail!("read-aggregation: {e}"),
-            Err(e) => {
-                let message = format!("kernel aggregation {id} could not be read: {e}");
-                <Self as host::Host>::log(self, types::Level::Warn, message)?;
-                Ok(Vec::new())
-            }
-        }
-    }
-}
-
-/// A plugin-given name for a message: at most 64 bytes, control characters as `?`.
-pub fn printable(s: &str) -> String {
-    let mut end = s.len().min(64);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 impl Symbolize {
