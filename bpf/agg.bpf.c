@@ -5,7 +5,9 @@
  * max or a log2/linear histogram of a value, keyed by up to four parts (comm, pid, tid,
  * uid, cgroup, syscall number, a field of the probe), or the latency between a
  * start event and an end event matched by a key (the thread, or a field such as a
- * request pointer). Values go to a per-CPU hash that the host reads and sums.
+ * request pointer). Values go to a per-CPU hash that the host reads and sums, or, for
+ * keys that are small integers (a syscall number, a bucket, no key at all), to a slot
+ * of a per-CPU array: no key to build and hash.
  *
  * Sites: the sys_enter and sys_exit programs (raw tracepoints) are sites 0
  * and 1; every other tracepoint is attached with its site number as the cookie.
@@ -31,6 +33,13 @@ struct {
 	__type(key, struct wt_agg_key);
 	__type(value, struct wt_agg_value);
 } AGG_VALUES SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WT_AGG_ARRAY_AGGS * WT_AGG_ARRAY_SLOTS);
+	__type(key, __u32);
+	__type(value, struct wt_agg_value);
+} AGG_ARRAY SEC(".maps");
 
 /* Start times of intervals, by aggregation and correlation key; 0 once ended. Not an
  * LRU map: an LRU evicts silently, and an evicted start is an interval lost with no
@@ -213,6 +222,43 @@ static __always_inline __s32 wt_linear_bucket(const struct wt_agg_action *a, __s
 	return k < a->lin_levels ? (__s32)k + 1 : (__s32)a->lin_levels + 1;
 }
 
+/* One sample into this CPU's values of a key. */
+static __always_inline void wt_agg_fold(struct wt_agg_value *cur, __s64 v)
+{
+	if (!cur->count || v < cur->min)
+		cur->min = v;
+	if (!cur->count || v > cur->max)
+		cur->max = v;
+	cur->count += 1;
+	cur->sum += v;
+}
+
+/* The sample `v` into the action's array slot, if its key has one: 1 when done. */
+static __always_inline int wt_agg_array_update(const struct wt_agg_ctx *c, const struct wt_agg_action *a,
+					       __s32 bucket, __s64 v)
+{
+	struct wt_agg_value *cur;
+	__s64 slot;
+	__u32 idx;
+
+	if (a->slots == WT_SLOTS_SYSCALL)
+		slot = c->id;
+	else if (a->slots == WT_SLOTS_SINGLE)
+		slot = 0;
+	else if (a->slots == WT_SLOTS_BUCKETS)
+		slot = WT_AGG_ARRAY_SLOTS / 2 + (__s64)bucket;
+	else
+		return 0;
+	if (slot < 0 || slot >= WT_AGG_ARRAY_SLOTS || a->agg >= WT_AGG_ARRAY_AGGS)
+		return 0;
+	idx = a->agg * WT_AGG_ARRAY_SLOTS + (__u32)slot;
+	cur = bpf_map_lookup_elem(&AGG_ARRAY, &idx);
+	if (!cur)
+		return 0;
+	wt_agg_fold(cur, v);
+	return 1;
+}
+
 static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
 {
 	struct wt_agg_value *cur = bpf_map_lookup_elem(&AGG_VALUES, k);
@@ -230,12 +276,7 @@ static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
 			return;
 		}
 	}
-	if (!cur->count || v < cur->min)
-		cur->min = v;
-	if (!cur->count || v > cur->max)
-		cur->max = v;
-	cur->count += 1;
-	cur->sum += v;
+	wt_agg_fold(cur, v);
 }
 
 static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct wt_agg_action *a)
@@ -315,6 +356,12 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 	} else if (a->fn != WT_FN_COUNT && wt_agg_read(c, &a->value, &v)) {
 		return;
 	}
+	if (a->fn == WT_FN_LOG2)
+		k.bucket = wt_log2_bucket((__s64)v);
+	else if (a->fn == WT_FN_LINEAR)
+		k.bucket = wt_linear_bucket(a, (__s64)v);
+	if (a->slots && wt_agg_array_update(c, a, k.bucket, a->fn == WT_FN_COUNT ? 0 : (__s64)v))
+		return;
 	k.agg = a->agg;
 	for (i = 0; i < WT_AGG_KEYS; i++) {
 		const struct wt_agg_src *s = &a->keys[i];
@@ -326,10 +373,6 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		else if (wt_agg_read(c, s, &k.parts[i]))
 			return;
 	}
-	if (a->fn == WT_FN_LOG2)
-		k.bucket = wt_log2_bucket((__s64)v);
-	else if (a->fn == WT_FN_LINEAR)
-		k.bucket = wt_linear_bucket(a, (__s64)v);
 	wt_agg_update(&k, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
 }
 

@@ -241,7 +241,9 @@ struct wt_sample {
 /*
  * Kernel aggregations (agg.bpf.c). Nothing is streamed: each probe site runs up to
  * WT_AGG_ACTIONS actions, each of which updates one aggregation in AGG_VALUES (a
- * per-CPU hash the host sums), or records the start of an interval in AGG_STARTS.
+ * per-CPU hash the host sums) or, when its key is a small integer, in AGG_ARRAY (a
+ * per-CPU array, one slot a key: no hashing), or records the start of an interval in
+ * AGG_STARTS.
  * Histogram bucket numbers are those of wasmtap_abi::hist (DTrace's quantize and
  * lquantize), so the host, the SDK and the kernel agree on every boundary.
  */
@@ -251,6 +253,19 @@ struct wt_sample {
 #define WT_AGG_SYS_ENTER 0 /* site of the sys_enter program */
 #define WT_AGG_SYS_EXIT 1  /* site of the sys_exit program; tracepoints use 2.. (the cookie) */
 #define WT_AGG_KIND 9      /* (not a record kind) COUNTERS row: filtered, aggregated, dropped (map full) */
+/* Aggregation ids below WT_AGG_ARRAY_AGGS may keep their values in AGG_ARRAY, at
+ * agg * WT_AGG_ARRAY_SLOTS + the key's slot (enum wt_agg_slots). */
+#define WT_AGG_ARRAY_AGGS 8
+#define WT_AGG_ARRAY_SLOTS 512
+
+/* Where an action's values go: the hash, or the array by one of these slots. A key
+ * with no slot (a syscall number past the array) goes to the hash. */
+enum wt_agg_slots {
+	WT_SLOTS_HASH = 0,
+	WT_SLOTS_SYSCALL = 1, /* the key is the syscall number alone: slot = number */
+	WT_SLOTS_SINGLE = 2,  /* no key: slot 0 */
+	WT_SLOTS_BUCKETS = 3, /* no key, a histogram: slot = WT_AGG_ARRAY_SLOTS / 2 + bucket */
+};
 
 enum wt_agg_source {
 	WT_SRC_NONE = 0,
@@ -300,7 +315,7 @@ struct wt_agg_action {
 	__u8 role;              /* enum wt_agg_role */
 	__u8 fn;                /* enum wt_agg_fn */
 	__u8 filter_syscalls;   /* only syscall numbers set in `syscalls` */
-	__u8 pad;
+	__u8 slots;             /* enum wt_agg_slots */
 	struct wt_agg_src keys[WT_AGG_KEYS]; /* WT_SRC_NONE ends the key */
 	struct wt_agg_src value;
 	struct wt_agg_src corr; /* start and end: WT_SRC_TID or WT_SRC_FIELD */

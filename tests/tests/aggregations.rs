@@ -146,3 +146,34 @@ fn periodic_print_and_clear_add_up_to_the_total() {
     assert!(reports.iter().filter(|n| **n > 0).count() >= 3, "the calls spread over several reports: {reports:?}");
     assert!(reports.iter().all(|n| *n < 10_000), "each report is cleared: {reports:?}");
 }
+
+/// The fixture `kextremes` reads the count, sum, smallest and largest size of `write`
+/// calls from the kernel every 100 ms, resetting them; here 200 writes of 8 KiB, a
+/// pause, then 300 writes of 100 bytes. Every report must hold one phase's writes only,
+/// and the reports must add up to the whole: a reset forgets what came before, also for
+/// `min` and `max`, which are kept as they are and cleared, not subtracted.
+#[test]
+fn reset_reads_of_count_sum_min_and_max_hold_each_interval_alone() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dd = |bs: u32, count: u32| format!("dd if=/dev/zero of=/dev/null bs={bs} count={count} status=none");
+    let cmd = format!("sh -c '{}; sleep 0.3; {}'", dd(8192, 200), dd(100, 300));
+    let o = run(wasmtap().arg("run").arg(wasm("kextremes")).args(["-c", &cmd, "-o", "json"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let lines = json_lines(&out);
+    let reports: Vec<[i64; 4]> = lines
+        .iter()
+        .filter(|v| v["type"] == "row")
+        .map(|v| ["COUNT", "SUM", "MIN", "MAX"].map(|c| v["data"][c].as_i64().unwrap()))
+        .collect();
+    let (count, sum) = reports.iter().fold((0, 0), |(c, s), r| (c + r[0], s + r[1]));
+    assert_eq!((count, sum), (500, 200 * 8192 + 300 * 100), "{reports:?}");
+    for r in &reports {
+        assert!(r[2..] == [8192, 8192] || r[2..] == [100, 100], "one phase a report: {reports:?}");
+        assert_eq!(r[1], r[0] * r[2], "{reports:?}");
+    }
+    assert!(reports.iter().any(|r| r[3] == 8192) && reports.iter().any(|r| r[3] == 100), "{reports:?}");
+}

@@ -1,8 +1,9 @@
 //! The kernel side of kernel aggregations (`bpf/agg.bpf.c`): what the host writes into
-//! `AGG_SITES`, and reading `AGG_VALUES`, the per-CPU hash of aggregated values. The
-//! layouts mirror `struct wt_agg_*` in `bpf/wasmtap.h`.
+//! `AGG_SITES`, and reading `AGG_VALUES`, the per-CPU hash of aggregated values, and
+//! `AGG_ARRAY`, the per-CPU array where keys that are small integers have a slot each.
+//! The layouts mirror `struct wt_agg_*` in `bpf/wasmtap.h`.
 
-use aya::maps::{MapData, PerCpuHashMap, PerCpuValues};
+use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, PerCpuValues};
 
 /// Key parts per aggregation (`WT_AGG_KEYS`).
 pub const KEYS_MAX: usize = 4;
@@ -20,6 +21,61 @@ pub const KEY_BYTES: usize = 56;
 pub const AGG_KIND: u32 = 9;
 /// Keys the kernel keeps, over every aggregation of a run.
 pub const VALUES_MAX: u32 = 16384;
+
+/// Aggregation ids that may keep their values in `AGG_ARRAY` (`WT_AGG_ARRAY_AGGS`).
+pub const ARRAY_AGGS: u32 = 8;
+/// Slots of each in `AGG_ARRAY` (`WT_AGG_ARRAY_SLOTS`).
+pub const ARRAY_SLOTS: u32 = 512;
+
+/// Where an aggregation's values go (`enum wt_agg_slots`): the hash, or a slot of the
+/// array named by its key. A key without a slot (a syscall number past the array, an
+/// aggregation id past [`ARRAY_AGGS`]) goes to the hash. Only values that a reset
+/// subtracts (counts, sums, histogram buckets) go to the array: a reset of `min` or
+/// `max` deletes keys, which an array cannot do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Slots {
+    #[default]
+    Hash,
+    /// The key is the syscall number alone: slot = number.
+    Syscall,
+    /// No key: slot 0.
+    Single,
+    /// No key, a histogram: slot = `ARRAY_SLOTS / 2` + bucket.
+    Buckets,
+}
+
+impl Slots {
+    /// `enum wt_agg_slots`.
+    pub fn code(self) -> u8 {
+        match self {
+            Slots::Hash => 0,
+            Slots::Syscall => 1,
+            Slots::Single => 2,
+            Slots::Buckets => 3,
+        }
+    }
+
+    /// The key of `slot`, as the hash would hold it.
+    fn key(self, slot: u32) -> RawKey {
+        match self {
+            Slots::Syscall => RawKey { parts: [u64::from(slot), 0, 0, 0], ..RawKey::default() },
+            Slots::Buckets => RawKey { bucket: slot as i32 - (ARRAY_SLOTS / 2) as i32, ..RawKey::default() },
+            Slots::Hash | Slots::Single => RawKey::default(),
+        }
+    }
+
+    /// The slot of `key`, if it has one.
+    #[cfg(test)]
+    fn slot(self, key: &RawKey) -> Option<u32> {
+        let slot = match self {
+            Slots::Hash => return None,
+            Slots::Syscall => key.parts[0],
+            Slots::Single => 0,
+            Slots::Buckets => (i64::from(key.bucket) + i64::from(ARRAY_SLOTS / 2)) as u64,
+        };
+        (slot < u64::from(ARRAY_SLOTS)).then_some(slot as u32)
+    }
+}
 
 /// Aggregation ids with loss counters of their own in `AGG_LOSSES` (`WT_AGG_IDS`).
 pub const AGG_IDS: u32 = 1024;
@@ -187,17 +243,31 @@ fn decode_value(b: &[u8; 32]) -> RawValue {
 /// The kernel's aggregated values, read by the host.
 pub struct KernelValues {
     map: PerCpuHashMap<MapData, [u8; KEY_BYTES], [u8; 32]>,
+    array: PerCpuArray<MapData, [u8; 32]>,
 }
 
 impl KernelValues {
-    pub(super) fn new(map: aya::maps::Map) -> Result<KernelValues, String> {
+    pub(super) fn new(map: aya::maps::Map, array: aya::maps::Map) -> Result<KernelValues, String> {
         let map = PerCpuHashMap::try_from(map).map_err(|e| e.to_string())?;
-        Ok(KernelValues { map })
+        let array = PerCpuArray::try_from(array).map_err(|e| e.to_string())?;
+        Ok(KernelValues { map, array })
     }
 
-    /// Every key of aggregation `agg`, summed over CPUs.
-    pub fn read(&self, agg: u32) -> Result<Vec<(RawKey, RawValue)>, String> {
+    /// Every key of aggregation `agg`, whose values go where `slots` says, summed over CPUs.
+    pub fn read(&self, agg: u32, slots: Slots) -> Result<Vec<(RawKey, RawValue)>, String> {
         let mut out = Vec::new();
+        if slots != Slots::Hash && agg < ARRAY_AGGS {
+            for slot in 0..ARRAY_SLOTS {
+                let per_cpu = self.array.get(&(agg * ARRAY_SLOTS + slot), 0).map_err(|e| e.to_string())?;
+                let mut v = RawValue::default();
+                for cpu in per_cpu.iter() {
+                    v.merge(&decode_value(cpu));
+                }
+                if v.count > 0 {
+                    out.push((slots.key(slot), v));
+                }
+            }
+        }
         for item in self.map.iter() {
             let (k, per_cpu): ([u8; KEY_BYTES], PerCpuValues<[u8; 32]>) = match item {
                 Ok(kv) => kv,
@@ -218,7 +288,9 @@ impl KernelValues {
         Ok(out)
     }
 
-    /// Forget keys of aggregation `agg` (min and max cannot be reset by subtraction).
+    /// Forget keys of aggregation `agg` in the hash (min and max cannot be reset by
+    /// subtraction, and are never kept in the array: the dispatch thread may delete map
+    /// elements but not write them).
     pub fn remove(&mut self, agg: u32, keys: &[RawKey]) {
         for key in keys {
             let _ = self.map.remove(&encode_key(agg, key));
@@ -242,6 +314,18 @@ mod tests {
             b.add(v);
         }
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn array_slots_hold_the_keys_the_hash_would() {
+        for (slots, slot) in [(Slots::Syscall, 257), (Slots::Single, 0), (Slots::Buckets, 0), (Slots::Buckets, 511)] {
+            assert_eq!(slots.slot(&slots.key(slot)), Some(slot), "{slots:?} {slot}");
+        }
+        assert_eq!(Slots::Syscall.key(39).parts, [39, 0, 0, 0]);
+        assert_eq!((Slots::Buckets.key(256).bucket, Slots::Buckets.key(250).bucket), (0, -6));
+        let past = RawKey { parts: [600, 0, 0, 0], ..RawKey::default() };
+        assert_eq!(Slots::Syscall.slot(&past), None, "a syscall past the array is in the hash");
+        assert_eq!(Slots::Hash.slot(&RawKey::default()), None);
     }
 
     #[test]

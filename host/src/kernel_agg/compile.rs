@@ -125,6 +125,7 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
     };
     let mut probes = vec![wire.probe.clone()];
     let mut actions = Vec::new();
+    let slots = super::slots(id, &keys, &func);
     let mut update = Action {
         agg: id,
         role: Role::Update,
@@ -134,6 +135,7 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
         corr: Src::None,
         preds: preds(&wire.filter, &end)?,
         syscalls: syscall_set(&wire.filter, &end)?,
+        slots,
     };
     if let Some(start) = &wire.start {
         update.role = Role::End;
@@ -157,13 +159,14 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
                 corr: correlation(key, &sp)?,
                 preds: preds(filter, &sp)?,
                 syscalls: syscall_set(filter, &sp)?,
+                slots: Slots::Hash,
             };
             actions.push((sp.site, begin));
             probes.push(name.clone());
         }
     }
     actions.push((end.site.clone(), update));
-    Ok(Spec { id, name: wire.name.clone(), keys, func, actions, probes })
+    Ok(Spec { id, name: wire.name.clone(), keys, func, slots, actions, probes })
 }
 
 /// The collector's sites: sys_enter is 0, sys_exit 1, tracepoints from 2.

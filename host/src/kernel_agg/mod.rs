@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use wasmtap_abi::{header, hist, Kind, Record};
 
 use crate::collect::agg_maps::{
-    KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, ACTIONS_PER_SITE, ACTION_BYTES, KEYS_MAX, SITES_MAX,
-    SITE_DATA, SITE_TASKS, VALUES_MAX,
+    KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, Slots, ACTIONS_PER_SITE, ACTION_BYTES, ARRAY_AGGS,
+    ARRAY_SLOTS, KEYS_MAX, SITES_MAX, SITE_DATA, SITE_TASKS, VALUES_MAX,
 };
 use crate::collect::fields::{self, FieldLoc};
 use crate::collect::live::{preds_bytes, KernelFilter};
@@ -151,6 +151,8 @@ pub struct Action {
     /// Offsets into the probe's data.
     pub preds: Vec<Pred>,
     pub syscalls: Option<BTreeSet<u32>>,
+    /// Where its values go: the hash, or the array.
+    pub slots: Slots,
 }
 
 impl Action {
@@ -177,6 +179,7 @@ impl Action {
         };
         b[5] = self.func.code();
         b[6] = u8::from(self.syscalls.is_some());
+        b[7] = self.slots.code();
         for (i, k) in self.keys.iter().take(KEYS_MAX).enumerate() {
             b[8 + 8 * i..16 + 8 * i].copy_from_slice(&k.encode());
         }
@@ -204,10 +207,36 @@ pub struct Spec {
     pub name: String,
     pub keys: Vec<Src>,
     pub func: Func,
+    /// Where its values are kept in the kernel.
+    pub slots: Slots,
     /// Actions by site: the update (or end) site, and the start site if any.
     pub actions: Vec<(SiteAttach, Action)>,
     /// The probes involved, as named.
     pub probes: Vec<String>,
+}
+
+/// Where the values of aggregation `id` with `keys` and `func` are kept in the kernel: a
+/// slot of the per-CPU array when its key is a small integer (the syscall number alone;
+/// none, one value or a histogram's bucket), the hash otherwise. An array slot is one
+/// lookup at a known place, where the hash builds and hashes a 56-byte key. `min` and
+/// `max` stay in the hash: their reset deletes keys, and an array's slots cannot be
+/// deleted (nor written by the dispatch thread).
+pub fn slots(id: u32, keys: &[Src], func: &Func) -> Slots {
+    if id >= ARRAY_AGGS {
+        return Slots::Hash;
+    }
+    let scalar = matches!(func, Func::Count | Func::Sum);
+    match (keys, func) {
+        ([Src::Syscall], _) if scalar => Slots::Syscall,
+        ([], _) if scalar => Slots::Single,
+        ([], Func::Log2) => Slots::Buckets,
+        ([], Func::Linear { min, max, step }) => match hist::Linear::new(*min, *max, *step) {
+            // Buckets 0 to levels + 1, from the middle of the slots on.
+            Ok(l) if u64::from(l.levels()) + 1 < u64::from(ARRAY_SLOTS / 2) => Slots::Buckets,
+            _ => Slots::Hash,
+        },
+        _ => Slots::Hash,
+    }
 }
 
 /// The task filter every kernel aggregation of a run shares (the kernel applies it to

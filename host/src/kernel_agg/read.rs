@@ -31,7 +31,7 @@ impl Aggregations {
             Backend::Host(e) => e.take(id, reset),
             Backend::Kernel { values, baselines } => {
                 let values = values.as_mut().ok_or("the aggregation collector is not running")?;
-                let cumulative = values.read(id)?;
+                let cumulative = values.read(id, spec.slots)?;
                 if matches!(spec.func, Func::Min | Func::Max) {
                     // Extremes cannot be subtracted: a reset forgets the keys instead.
                     if reset {

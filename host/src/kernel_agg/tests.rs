@@ -243,6 +243,23 @@ fn bad_declarations_name_the_problem() {
 }
 
 #[test]
+fn keys_that_are_small_integers_get_array_slots_and_the_rest_the_hash() {
+    let linear = |max| Func::Linear { min: 0, max, step: 1 };
+    assert_eq!(slots(0, &[Src::Syscall], &Func::Count), Slots::Syscall);
+    assert_eq!(slots(7, &[Src::Syscall], &Func::Sum), Slots::Syscall);
+    assert_eq!(slots(7, &[Src::Syscall], &Func::Max), Slots::Hash, "a reset of max deletes keys");
+    assert_eq!(slots(7, &[], &Func::Min), Slots::Hash);
+    assert_eq!(slots(8, &[Src::Syscall], &Func::Count), Slots::Hash, "past the array's aggregations");
+    assert_eq!(slots(0, &[Src::Syscall], &Func::Log2), Slots::Hash, "a bucket per syscall is too many");
+    assert_eq!(slots(0, &[Src::Syscall, Src::Comm], &Func::Count), Slots::Hash);
+    assert_eq!(slots(0, &[Src::Comm], &Func::Count), Slots::Hash);
+    assert_eq!(slots(1, &[], &Func::Sum), Slots::Single);
+    assert_eq!(slots(1, &[], &Func::Log2), Slots::Buckets);
+    assert_eq!(slots(1, &[], &linear(250)), Slots::Buckets);
+    assert_eq!(slots(1, &[], &linear(300)), Slots::Hash, "more buckets than half the slots");
+}
+
+#[test]
 fn actions_encode_as_struct_wt_agg_action() {
     let a = Action {
         agg: 7,
@@ -253,9 +270,10 @@ fn actions_encode_as_struct_wt_agg_action() {
         corr: Src::Tid,
         preds: Vec::new(),
         syscalls: Some(BTreeSet::from([0, 9, 511])),
+        slots: Slots::Buckets,
     };
     let b = a.encode();
-    assert_eq!(&b[0..8], &[7, 0, 0, 0, 2, 6, 1, 0]);
+    assert_eq!(&b[0..8], &[7, 0, 0, 0, 2, 6, 1, 3]);
     assert_eq!(&b[8..16], &[1, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(&b[16..24], &[8, 4, 1, 0, 24, 0, 0, 0]);
     assert_eq!((b[40], b[48]), (9, 3));
@@ -277,6 +295,7 @@ fn a_task_correlation_is_flagged_on_the_action_and_its_site() {
         corr: task,
         preds: Vec::new(),
         syscalls: None,
+        slots: Slots::Hash,
     };
     // WT_SRC_FIELD, 4 bytes, signed | WT_SRC_TASK, at offset 8.
     assert_eq!(&end.encode()[48..56], &[8, 4, 1 | 2, 0, 8, 0, 0, 0]);

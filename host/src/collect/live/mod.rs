@@ -147,12 +147,10 @@ impl Live {
             let c = *c;
             if c == Collector::Agg {
                 attach_aggs(obj, config, &mut user_links)?;
-                let map = obj.take_map("AGG_VALUES").ok_or(CollectError::Map {
-                    collector: c,
-                    map: "AGG_VALUES",
-                    reason: "missing".into(),
-                })?;
-                values = Some(KernelValues::new(map).map_err(|reason| CollectError::Map {
+                let missing = |map| CollectError::Map { collector: c, map, reason: "missing".into() };
+                let map = obj.take_map("AGG_VALUES").ok_or_else(|| missing("AGG_VALUES"))?;
+                let array = obj.take_map("AGG_ARRAY").ok_or_else(|| missing("AGG_ARRAY"))?;
+                values = Some(KernelValues::new(map, array).map_err(|reason| CollectError::Map {
                     collector: c,
                     map: "AGG_VALUES",
                     reason,
