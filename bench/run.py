@@ -36,6 +36,8 @@ BT_COUNT = "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }"
 # The floor: what any program on the hook costs, an empty one (and the same for the
 # enter+exit pair a latency measure needs).
 BT_FLOOR_ENTER = "tracepoint:raw_syscalls:sys_enter { }"
+# syscount's question as bpftrace users ask it: which syscalls, and which processes.
+BT_SYSCOUNT = "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); @s[args->id] = count(); }"
 BT_FLOOR_PAIR = "tracepoint:raw_syscalls:sys_enter { } tracepoint:raw_syscalls:sys_exit { }"
 BT_LATENCY = (
     "tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } "
@@ -201,6 +203,8 @@ def overhead(rounds, quick):
              rf"@process\[{comm}\]: (\d+)"),
         ]
         if wname == "W1":
+            tools.append(("syscount: by syscall and by comm", lambda n: bt(BT_SYSCOUNT, n), rf"@\[{comm}\]: (\d+)",
+                          lambda n: wasmtap(["syscount", "--param", "top=0"], n), rf"@process\[{comm}\]: (\d+)"))
             tools.append(("syscall latency histogram", lambda n: bt(BT_LATENCY, n), f"@ns[{GETPPID}]:",
                           lambda n: wasmtap(["syslatency"], n), "@nanoseconds[getppid]:"))
         if wname == "W2":
@@ -213,7 +217,8 @@ def overhead(rounds, quick):
             tools.append(("runqlat", lambda n: bt(BT_RUNQLAT, n), "@nsecs:",
                           lambda n: wasmtap(["runqlat"], n), "@nsecs:"))
         for tool, bt_start, bt_pat, wt_start, wt_pat in tools:
-            floor_prog = {"count by comm": BT_FLOOR_ENTER, "syscall latency histogram": BT_FLOOR_PAIR}.get(tool)
+            counting = tool in ("count by comm", "syscount: by syscall and by comm")
+            floor_prog = BT_FLOOR_PAIR if tool == "syscall latency histogram" else BT_FLOOR_ENTER if counting else None
             ns = {"none": [], "bpftrace": [], "wasmtap": [], "floor": []}
             counts = {"bpftrace": [], "wasmtap": []}
             rss = {"bpftrace": [], "wasmtap": []}
@@ -236,7 +241,7 @@ def overhead(rounds, quick):
                     rss[who].append(peak)
                     cpu[who].append(secs)
                     text = t.text()
-                    if tool == "count by comm":
+                    if counting:
                         counts[who].append(count_of(text, pat))
                     elif tool == "syscall latency histogram" or tool == "runqlat":
                         counts[who].append(hist_total(text, pat))
@@ -254,7 +259,7 @@ def overhead(rounds, quick):
             added = {w: med(ns[w]) - base for w in ("bpftrace", "wasmtap")}
             floor = med(ns["floor"]) - base if ns["floor"] else None
             ratio = added["wasmtap"] / added["bpftrace"] if added["bpftrace"] > 0 else float("nan")
-            if tool == "count by comm":
+            if counting:
                 expect = per_op * ops
                 check = {w: ", ".join(f"{c - expect:+d}" if c is not None else "missing" for c in counts[w]) for w in counts}
                 known = f"{per_op}×{ops:,} syscalls (+ start-up)"
