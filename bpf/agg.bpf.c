@@ -41,6 +41,15 @@ struct {
 	__type(value, struct wt_agg_value);
 } AGG_ARRAY SEC(".maps");
 
+/* Values keyed by the comm alone (WT_SLOTS_COMM): the key of bpftrace's @[comm], 20
+ * bytes to hash and compare where AGG_VALUES's is 56. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct wt_agg_comm_key);
+	__type(value, struct wt_agg_value);
+} AGG_COMMS SEC(".maps");
+
 /* Start times of intervals, by aggregation and correlation key; 0 once ended. Not an
  * LRU map: an LRU evicts silently, and an evicted start is an interval lost with no
  * trace. Here a start that finds the map full is refused and counted
@@ -259,24 +268,39 @@ static __always_inline int wt_agg_array_update(const struct wt_agg_ctx *c, const
 	return 1;
 }
 
-static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
+/* The sample `v` into `map` (AGG_VALUES or AGG_COMMS) under key `k` of aggregation `agg`. */
+static __always_inline void wt_agg_update_in(void *map, const void *k, __u32 agg, __s64 v)
 {
-	struct wt_agg_value *cur = bpf_map_lookup_elem(&AGG_VALUES, k);
+	struct wt_agg_value *cur = bpf_map_lookup_elem(map, k);
 
 	if (!cur) {
 		struct wt_agg_value init = { .count = 1, .sum = v, .min = v, .max = v };
 
-		if (!bpf_map_update_elem(&AGG_VALUES, k, &init, BPF_NOEXIST))
+		if (!bpf_map_update_elem(map, k, &init, BPF_NOEXIST))
 			return;
 		/* Another CPU created the key first; our slot of it is zero. */
-		cur = bpf_map_lookup_elem(&AGG_VALUES, k);
+		cur = bpf_map_lookup_elem(map, k);
 		if (!cur) {
 			wt_count(WT_AGG_KIND, WT_SLOT_DROPPED);
-			wt_agg_lose(k->agg, WT_LOSS_AGG_MAP_FULL, 0);
+			wt_agg_lose(agg, WT_LOSS_AGG_MAP_FULL, 0);
 			return;
 		}
 	}
 	wt_agg_fold(cur, v);
+}
+
+static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
+{
+	wt_agg_update_in(&AGG_VALUES, k, k->agg, v);
+}
+
+/* The sample `v` keyed by the current task's comm alone (WT_SLOTS_COMM). */
+static __always_inline void wt_agg_comm_update(const struct wt_agg_action *a, __s64 v)
+{
+	struct wt_agg_comm_key k = { .agg = a->agg };
+
+	bpf_get_current_comm(&k.comm, sizeof(k.comm));
+	wt_agg_update_in(&AGG_COMMS, &k, a->agg, v);
 }
 
 static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct wt_agg_action *a)
@@ -360,6 +384,10 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		k.bucket = wt_log2_bucket((__s64)v);
 	else if (a->fn == WT_FN_LINEAR)
 		k.bucket = wt_linear_bucket(a, (__s64)v);
+	if (a->slots == WT_SLOTS_COMM) {
+		wt_agg_comm_update(a, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
+		return;
+	}
 	if (a->slots && wt_agg_array_update(c, a, k.bucket, a->fn == WT_FN_COUNT ? 0 : (__s64)v))
 		return;
 	k.agg = a->agg;

@@ -265,6 +265,7 @@ enum wt_agg_slots {
 	WT_SLOTS_SYSCALL = 1, /* the key is the syscall number alone: slot = number */
 	WT_SLOTS_SINGLE = 2,  /* no key: slot 0 */
 	WT_SLOTS_BUCKETS = 3, /* no key, a histogram: slot = WT_AGG_ARRAY_SLOTS / 2 + bucket */
+	WT_SLOTS_COMM = 4,    /* the key is the comm alone: AGG_COMMS, a 20-byte key */
 };
 
 enum wt_agg_source {
@@ -348,6 +349,11 @@ struct wt_agg_value {
 	__s64 min;
 	__s64 max;
 }; /* 32 bytes, per CPU */
+
+struct wt_agg_comm_key {
+	__u32 agg;
+	char comm[WT_COMM_LEN];
+}; /* 20 bytes */
 
 struct wt_agg_start_key {
 	__u32 agg;

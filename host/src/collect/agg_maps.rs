@@ -42,6 +42,9 @@ pub enum Slots {
     Single,
     /// No key, a histogram: slot = `ARRAY_SLOTS / 2` + bucket.
     Buckets,
+    /// Not the array: the key is the comm alone, in `AGG_COMMS` (a 20-byte key where
+    /// `AGG_VALUES`'s is 56).
+    Comm,
 }
 
 impl Slots {
@@ -52,6 +55,7 @@ impl Slots {
             Slots::Syscall => 1,
             Slots::Single => 2,
             Slots::Buckets => 3,
+            Slots::Comm => 4,
         }
     }
 
@@ -60,7 +64,7 @@ impl Slots {
         match self {
             Slots::Syscall => RawKey { parts: [u64::from(slot), 0, 0, 0], ..RawKey::default() },
             Slots::Buckets => RawKey { bucket: slot as i32 - (ARRAY_SLOTS / 2) as i32, ..RawKey::default() },
-            Slots::Hash | Slots::Single => RawKey::default(),
+            Slots::Hash | Slots::Single | Slots::Comm => RawKey::default(),
         }
     }
 
@@ -68,7 +72,7 @@ impl Slots {
     #[cfg(test)]
     fn slot(self, key: &RawKey) -> Option<u32> {
         let slot = match self {
-            Slots::Hash => return None,
+            Slots::Hash | Slots::Comm => return None,
             Slots::Syscall => key.parts[0],
             Slots::Single => 0,
             Slots::Buckets => (i64::from(key.bucket) + i64::from(ARRAY_SLOTS / 2)) as u64,
@@ -240,22 +244,52 @@ fn decode_value(b: &[u8; 32]) -> RawValue {
     RawValue { count: at(0), sum: at(8) as i64, min: at(16) as i64, max: at(24) as i64 }
 }
 
+/// `struct wt_agg_comm_key`: the aggregation id and the comm.
+pub const COMM_KEY_BYTES: usize = 20;
+
 /// The kernel's aggregated values, read by the host.
 pub struct KernelValues {
     map: PerCpuHashMap<MapData, [u8; KEY_BYTES], [u8; 32]>,
     array: PerCpuArray<MapData, [u8; 32]>,
+    comms: PerCpuHashMap<MapData, [u8; COMM_KEY_BYTES], [u8; 32]>,
 }
 
 impl KernelValues {
-    pub(super) fn new(map: aya::maps::Map, array: aya::maps::Map) -> Result<KernelValues, String> {
+    /// The maps `AGG_VALUES`, `AGG_ARRAY` and `AGG_COMMS`.
+    pub(super) fn new(
+        map: aya::maps::Map,
+        array: aya::maps::Map,
+        comms: aya::maps::Map,
+    ) -> Result<KernelValues, String> {
         let map = PerCpuHashMap::try_from(map).map_err(|e| e.to_string())?;
         let array = PerCpuArray::try_from(array).map_err(|e| e.to_string())?;
-        Ok(KernelValues { map, array })
+        let comms = PerCpuHashMap::try_from(comms).map_err(|e| e.to_string())?;
+        Ok(KernelValues { map, array, comms })
     }
 
     /// Every key of aggregation `agg`, whose values go where `slots` says, summed over CPUs.
     pub fn read(&self, agg: u32, slots: Slots) -> Result<Vec<(RawKey, RawValue)>, String> {
         let mut out = Vec::new();
+        if slots == Slots::Comm {
+            for item in self.comms.iter() {
+                let (k, per_cpu) = match item {
+                    Ok(kv) => kv,
+                    Err(aya::maps::MapError::KeyNotFound) => continue,
+                    Err(e) => return Err(e.to_string()),
+                };
+                if u32::from_le_bytes([k[0], k[1], k[2], k[3]]) != agg {
+                    continue;
+                }
+                let mut key = RawKey::default();
+                key.comm.copy_from_slice(&k[4..]);
+                let mut v = RawValue::default();
+                for cpu in per_cpu.iter() {
+                    v.merge(&decode_value(cpu));
+                }
+                out.push((key, v));
+            }
+            return Ok(out);
+        }
         if slots != Slots::Hash && agg < ARRAY_AGGS {
             for slot in 0..ARRAY_SLOTS {
                 let per_cpu = self.array.get(&(agg * ARRAY_SLOTS + slot), 0).map_err(|e| e.to_string())?;

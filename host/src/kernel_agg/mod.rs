@@ -218,14 +218,18 @@ pub struct Spec {
 /// Where the values of aggregation `id` with `keys` and `func` are kept in the kernel: a
 /// slot of the per-CPU array when its key is a small integer (the syscall number alone;
 /// none, one value or a histogram's bucket), the hash otherwise. An array slot is one
-/// lookup at a known place, where the hash builds and hashes a 56-byte key. `min` and
+/// lookup at a known place, where the hash builds and hashes a 56-byte key. A count or
+/// sum keyed by the comm alone goes to a hash of its own with a 20-byte key. `min` and
 /// `max` stay in the hash: their reset deletes keys, and an array's slots cannot be
 /// deleted (nor written by the dispatch thread).
 pub fn slots(id: u32, keys: &[Src], func: &Func) -> Slots {
+    let scalar = matches!(func, Func::Count | Func::Sum);
+    if keys == [Src::Comm] && scalar {
+        return Slots::Comm;
+    }
     if id >= ARRAY_AGGS {
         return Slots::Hash;
     }
-    let scalar = matches!(func, Func::Count | Func::Sum);
     match (keys, func) {
         ([Src::Syscall], _) if scalar => Slots::Syscall,
         ([], _) if scalar => Slots::Single,

@@ -252,7 +252,9 @@ fn keys_that_are_small_integers_get_array_slots_and_the_rest_the_hash() {
     assert_eq!(slots(8, &[Src::Syscall], &Func::Count), Slots::Hash, "past the array's aggregations");
     assert_eq!(slots(0, &[Src::Syscall], &Func::Log2), Slots::Hash, "a bucket per syscall is too many");
     assert_eq!(slots(0, &[Src::Syscall, Src::Comm], &Func::Count), Slots::Hash);
-    assert_eq!(slots(0, &[Src::Comm], &Func::Count), Slots::Hash);
+    assert_eq!(slots(0, &[Src::Comm], &Func::Count), Slots::Comm);
+    assert_eq!(slots(9, &[Src::Comm], &Func::Sum), Slots::Comm, "a hash of its own, whatever the id");
+    assert_eq!(slots(0, &[Src::Comm], &Func::Max), Slots::Hash);
     assert_eq!(slots(1, &[], &Func::Sum), Slots::Single);
     assert_eq!(slots(1, &[], &Func::Log2), Slots::Buckets);
     assert_eq!(slots(1, &[], &linear(250)), Slots::Buckets);

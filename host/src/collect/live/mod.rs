@@ -150,7 +150,8 @@ impl Live {
                 let missing = |map| CollectError::Map { collector: c, map, reason: "missing".into() };
                 let map = obj.take_map("AGG_VALUES").ok_or_else(|| missing("AGG_VALUES"))?;
                 let array = obj.take_map("AGG_ARRAY").ok_or_else(|| missing("AGG_ARRAY"))?;
-                values = Some(KernelValues::new(map, array).map_err(|reason| CollectError::Map {
+                let comms = obj.take_map("AGG_COMMS").ok_or_else(|| missing("AGG_COMMS"))?;
+                values = Some(KernelValues::new(map, array, comms).map_err(|reason| CollectError::Map {
                     collector: c,
                     map: "AGG_VALUES",
                     reason,
