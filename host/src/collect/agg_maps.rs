@@ -69,8 +69,7 @@ impl Slots {
     }
 
     /// The slot of `key`, if it has one.
-    #[cfg(test)]
-    fn slot(self, key: &RawKey) -> Option<u32> {
+    pub fn slot(self, key: &RawKey) -> Option<u32> {
         let slot = match self {
             Slots::Hash | Slots::Comm => return None,
             Slots::Syscall => key.parts[0],
@@ -246,6 +245,8 @@ fn decode_value(b: &[u8; 32]) -> RawValue {
 
 /// `struct wt_agg_comm_key`: the aggregation id and the comm.
 pub const COMM_KEY_BYTES: usize = 20;
+/// Keys `AGG_COMMS` holds, over every aggregation keyed by the comm alone.
+pub const COMMS_MAX: u32 = 8192;
 
 /// The kernel's aggregated values, read by the host.
 pub struct KernelValues {

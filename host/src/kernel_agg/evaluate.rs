@@ -10,6 +10,11 @@ pub struct Evaluator {
     tracepoints: HashMap<u32, Vec<Action>>,
     task: TaskFilter,
     values: HashMap<(u32, RawKey), RawValue>,
+    /// Keys held in each of the kernel's stores that can fill, as it would hold them:
+    /// the general hash (`AGG_VALUES`) and the comm hash (`AGG_COMMS`).
+    held: [usize; 2],
+    /// Where each aggregation's values go, by id.
+    slots: HashMap<u32, Slots>,
     starts: HashMap<(u32, u64), u64>,
     /// Events whose key did not fit (the map was full), as the kernel counts them.
     pub lost: u64,
@@ -21,6 +26,7 @@ impl Evaluator {
     pub fn new(specs: &[Spec], task: TaskFilter) -> Evaluator {
         let mut e = Evaluator { task, ..Evaluator::default() };
         for spec in specs {
+            e.slots.insert(spec.id, spec.slots);
             for (site, a) in &spec.actions {
                 match site {
                     SiteAttach::SysEnter => e.enter.push(a.clone()),
@@ -132,7 +138,8 @@ impl Evaluator {
             }
         }
         key.bucket = a.func.bucket(value);
-        let full = self.values.len() >= VALUES_MAX as usize;
+        let store = self.store(a.agg, &key);
+        let full = store.is_some_and(|s| self.held[s] >= [VALUES_MAX, COMMS_MAX][s] as usize);
         match self.values.get_mut(&(a.agg, key)) {
             Some(v) => v.add(value),
             None if full => self.lost += 1,
@@ -140,7 +147,20 @@ impl Evaluator {
                 let mut v = RawValue::default();
                 v.add(value);
                 self.values.insert((a.agg, key), v);
+                if let Some(s) = store {
+                    self.held[s] += 1;
+                }
             }
+        }
+    }
+
+    /// Which of the kernel's stores that can fill holds `key` of aggregation `agg`: 0 the
+    /// general hash, 1 the comm hash; none for a slot of the array, which never fills.
+    fn store(&self, agg: u32, key: &RawKey) -> Option<usize> {
+        match self.slots.get(&agg).copied().unwrap_or_default() {
+            Slots::Comm => Some(1),
+            s if agg < ARRAY_AGGS && s.slot(key).is_some() => None,
+            _ => Some(0),
         }
     }
 
@@ -149,6 +169,11 @@ impl Evaluator {
         keys.into_iter()
             .filter_map(|k| {
                 let v = if reset { self.values.remove(&k) } else { self.values.get(&k).copied() };
+                if reset && v.is_some() {
+                    if let Some(s) = self.store(k.0, &k.1) {
+                        self.held[s] -= 1;
+                    }
+                }
                 v.map(|v| (k.1, v))
             })
             .collect()

@@ -22,7 +22,7 @@ use wasmtap_abi::{header, hist, Kind, Record};
 
 use crate::collect::agg_maps::{
     KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, Slots, ACTIONS_PER_SITE, ACTION_BYTES, ARRAY_AGGS,
-    ARRAY_SLOTS, KEYS_MAX, SITES_MAX, SITE_DATA, SITE_TASKS, VALUES_MAX,
+    ARRAY_SLOTS, COMMS_MAX, KEYS_MAX, SITES_MAX, SITE_DATA, SITE_TASKS, VALUES_MAX,
 };
 use crate::collect::fields::{self, FieldLoc};
 use crate::collect::live::{preds_bytes, KernelFilter};

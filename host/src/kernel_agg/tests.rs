@@ -347,3 +347,21 @@ fn a_full_map_counts_what_it_cannot_keep() {
     assert_eq!(store.host_lost(), extra as u64);
     assert_eq!(store.read(0, false).unwrap().len(), VALUES_MAX as usize);
 }
+
+#[test]
+fn a_replay_fills_the_kernels_stores_as_the_kernel_would() {
+    let table = ProbeTable::default();
+    let source = ProbeLookup::Recorded(&table);
+    let probe = "tracepoint:raw_syscalls:sys_exit";
+    // By comm: the comm hash holds COMMS_MAX keys. By syscall: a slot each, never full.
+    let by_comm = compile(&agg(probe, vec![AggSource::Comm], KernelFunction::Count, AggSource::Pid), 0, &source);
+    let by_nr = compile(&agg(probe, vec![AggSource::Syscall], KernelFunction::Count, AggSource::Pid), 1, &source);
+    let (by_comm, by_nr) = (by_comm.unwrap(), by_nr.unwrap());
+    assert_eq!((by_comm.slots, by_nr.slots), (Slots::Comm, Slots::Syscall));
+    let comms: Vec<String> = (0..COMMS_MAX + 5).map(|i| format!("c{i}")).collect();
+    let recs: Vec<Vec<u8>> = comms.iter().enumerate().map(|(i, c)| sys(true, 1, 1, c, (i % 400) as i64, 0)).collect();
+    let mut store = run(&[by_comm, by_nr], &recs);
+    assert_eq!(store.host_lost(), 5, "the comms past the comm hash's size");
+    assert_eq!(store.read(0, false).unwrap().len(), COMMS_MAX as usize);
+    assert_eq!(store.read(1, false).unwrap().len(), 400, "every syscall in its slot");
+}
