@@ -90,6 +90,7 @@ pub(super) fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals
     loader
         .map_max_entries("EVENTS", ring)
         .map_max_entries("AGG_VALUES", VALUES_MAX)
+        .map_max_entries("AGG_COMMS", COMMS_MAX)
         .override_global("cfg_filter_cgroups", &g.cgroups, true)
         .override_global("cfg_cgroup_levels", &g.levels, true)
         .override_global("cfg_self_tgid", &g.self_tgid, true)

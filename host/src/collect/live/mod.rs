@@ -36,7 +36,7 @@ use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::Chunk;
 use crate::accounting::{AggLosses, KernelCounters, KindCounters, LossReason};
 use crate::collect::agg_maps::{
-    agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, VALUES_MAX,
+    agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, COMMS_MAX, VALUES_MAX,
 };
 
 use attach::*;
