@@ -68,6 +68,17 @@ impl Slots {
         }
     }
 
+    /// The slots a key can have: every syscall number; slot 0 alone; the buckets of a
+    /// log2 histogram (-64 to 64) and of a linear one (0 to 255), from the middle on.
+    fn used(self) -> std::ops::Range<u32> {
+        match self {
+            Slots::Syscall => 0..ARRAY_SLOTS,
+            Slots::Single => 0..1,
+            Slots::Buckets => ARRAY_SLOTS / 2 - 64..ARRAY_SLOTS,
+            Slots::Hash | Slots::Comm => 0..0,
+        }
+    }
+
     /// The slot of `key`, if it has one.
     pub fn slot(self, key: &RawKey) -> Option<u32> {
         let slot = match self {
@@ -291,8 +302,9 @@ impl KernelValues {
             }
             return Ok(out);
         }
-        if slots != Slots::Hash && agg < ARRAY_AGGS {
-            for slot in 0..ARRAY_SLOTS {
+        if agg < ARRAY_AGGS {
+            // One lookup a slot: only those a key of this aggregation can have.
+            for slot in slots.used() {
                 let per_cpu = self.array.get(&(agg * ARRAY_SLOTS + slot), 0).map_err(|e| e.to_string())?;
                 let mut v = RawValue::default();
                 for cpu in per_cpu.iter() {
@@ -361,6 +373,12 @@ mod tests {
         let past = RawKey { parts: [600, 0, 0, 0], ..RawKey::default() };
         assert_eq!(Slots::Syscall.slot(&past), None, "a syscall past the array is in the hash");
         assert_eq!(Slots::Hash.slot(&RawKey::default()), None);
+        // Every slot a key can reach is read: the extreme buckets of each kind of histogram.
+        for bucket in [-64, 64, 255] {
+            let key = RawKey { bucket, ..RawKey::default() };
+            assert!(Slots::Buckets.used().contains(&Slots::Buckets.slot(&key).unwrap()), "{bucket}");
+        }
+        assert!(Slots::Single.used().contains(&0) && Slots::Syscall.used().len() == ARRAY_SLOTS as usize);
     }
 
     #[test]
