@@ -45,7 +45,7 @@ fn an_oversized_plugin_is_refused_before_compiling() {
 #[test]
 fn a_component_for_another_world_is_refused() {
     let p = wasm("otherworld");
-    fails_with(&["run", p.to_str().unwrap()], "is not a wasmtap plugin (world wasmtap:plugin/plugin@0.1.0)");
+    fails_with(&["run", p.to_str().unwrap()], "is not a wasmtap plugin (world wasmtap:plugin/plugin@0.2.0 or @0.1.0)");
 }
 
 #[test]
@@ -215,6 +215,49 @@ fn a_plugin_holding_many_memories_is_refused_at_start_by_one_cap_over_all_of_the
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let expected = std::fs::read_to_string(golden.join("cases/syscount-text.out")).unwrap();
     assert_eq!(stdout(&o), expected);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_plugin_creating_more_instances_than_its_limit_is_refused_by_count_before_it_runs() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden");
+    let syscount = std::fs::read(wasm("syscount")).unwrap();
+    let dir = scratch("instances");
+    let path = dir.join("instances.wasm");
+    let replay = |max: Option<u64>| {
+        let mut c = wasmtap();
+        c.current_dir(&golden).args(["replay", "syscalls.wtrec"]).arg(&path).args(["--param", "top=0"]);
+        if let Some(max) = max {
+            c.args(["--max-instances", &max.to_string()]);
+        }
+        run(&mut c)
+    };
+    // The count in the refusal: "would create N core instances, more than its limit of L".
+    let refused = |max: Option<u64>, limit: u64| -> u64 {
+        let o = replay(max);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let (_, rest) = err.split_once("in instantiate: would create ").unwrap_or_else(|| panic!("{err}"));
+        let (count, rest) = rest.split_once(' ').unwrap();
+        let tail = format!("core instances, more than its limit of {limit} (--max-instances)");
+        assert!(rest.starts_with(&tail), "{err}");
+        assert!(err.contains(&format!("plugin {} failed while starting", path.display())), "{err}");
+        count.parse().unwrap()
+    };
+    // syscount with 20, then 30, more core instances of a module holding one page: refused
+    // at the default limit of 16 with counts that differ by exactly the 10 added.
+    std::fs::write(&path, with_more_memories(&syscount, 20, 1)).unwrap();
+    let twenty = refused(None, 16);
+    std::fs::write(&path, with_more_memories(&syscount, 30, 1)).unwrap();
+    assert_eq!(refused(None, 16), twenty + 10);
+    // At a limit of exactly the count it runs, and wasmtime's own counter (the backstop)
+    // agrees: the count is not short. One less, and the host refuses it, not wasmtime.
+    std::fs::write(&path, with_more_memories(&syscount, 20, 1)).unwrap();
+    let o = replay(Some(twenty));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let expected = std::fs::read_to_string(golden.join("cases/syscount-text.out")).unwrap();
+    assert_eq!(stdout(&o), expected);
+    assert_eq!(refused(Some(twenty - 1), twenty - 1), twenty);
     std::fs::remove_dir_all(dir).unwrap();
 }
 

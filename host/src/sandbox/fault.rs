@@ -49,7 +49,6 @@ impl Fault {
     ) -> Fault {
         let stderr = store.data().stderr.contents();
         let said = panic_message(&String::from_utf8_lossy(&stderr));
-        let msg = format!("{err:#}");
         let (kind, reason) = match err.downcast_ref::<wasmtime::Trap>() {
             Some(wasmtime::Trap::Interrupt) => (
                 FaultKind::Deadline,
@@ -77,19 +76,14 @@ impl Fault {
                     limits.memory_bytes >> 20
                 ),
             ),
-            // The two limits wasmtime enforces itself fail with error types it keeps
-            // private, so only these are told apart by their text.
-            None if msg.contains("resource limit exceeded") || msg.contains("instance count too high") => {
-                (FaultKind::Memory, format!("exceeded its instance/table limit: {}", first_line(&msg)))
-            }
-            None if msg.contains("fuel allocated for hostcalls has been exhausted") => (
-                FaultKind::Output,
-                format!("passed more than {} MiB to the host in one call", COPY_BYTES_PER_CALL >> 20),
-            ),
             None if err.downcast_ref::<host_api::OutputLimit>().is_some() => (
                 FaultKind::Output,
                 err.downcast_ref::<host_api::OutputLimit>().map(|e| e.to_string()).unwrap_or_default(),
             ),
+            // Anything else failed in the canonical ABI between the plugin and the host:
+            // a value the host cannot take (a string that is not UTF-8, a pointer out of
+            // bounds, a bad handle) or more than `COPY_BYTES_PER_CALL` copied out of the
+            // plugin in one call, which wasmtime reports in its own words.
             None => (FaultKind::Contract, first_line(&err.root_cause().to_string())),
         };
         let reason = match said {

@@ -18,14 +18,6 @@ pub struct MemoryCap {
     pub limit: usize,
 }
 
-/// More core instances, tables or memories than the plugin may create.
-#[derive(Debug, thiserror::Error)]
-#[error("created more than {limit} {what}")]
-pub struct CountCap {
-    pub what: &'static str,
-    pub limit: usize,
-}
-
 /// The limits of one plugin's store, summed over all its memories and tables.
 #[derive(Debug)]
 pub struct PluginLimiter {
@@ -36,7 +28,8 @@ pub struct PluginLimiter {
     used: usize,
     /// What the last grant added, given back if the engine then fails to map it.
     last_grant: usize,
-    /// Core instances, tables and memories, each.
+    /// Core instances, tables and memories, each: a backstop, as `footprint` refuses a
+    /// plugin over it before instantiating.
     count: usize,
 }
 

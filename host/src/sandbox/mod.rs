@@ -12,10 +12,12 @@
 //! Beside it: `instance.rs` (calls into a running instance, of either version),
 //! `fault.rs` (what a failed call was), `host_api/` (the imports, one file an interface)
 //! and `packed.rs` (what the plugin hands the host), `limiter.rs` (memories and tables),
+//! `footprint.rs` (the instances, memories and tables a plugin creates, counted at load),
 //! `symbolize.rs` (the symbolizer a plugin asks), `cache.rs` (compiled plugins on disk).
 
 pub mod cache;
 mod fault;
+pub mod footprint;
 mod host_api;
 mod instance;
 pub mod limiter;
@@ -120,8 +122,10 @@ pub enum SandboxError {
     NotAComponent { path: PathBuf, reason: String },
     #[error("{path} imports `{import}`, which plugins are not granted (allowed: the wasmtap:plugin interfaces and WASI cli, io, clocks, random; no files, sockets or http)")]
     ForbiddenImport { path: PathBuf, import: String },
-    #[error("{path} is not a wasmtap plugin (world wasmtap:plugin/plugin@0.1.0): {reason}")]
+    #[error("{path} is not a wasmtap plugin (world wasmtap:plugin/plugin@0.2.0 or @0.1.0): {reason}")]
     WrongWorld { path: PathBuf, reason: String },
+    #[error("plugin {path} is refused: {reason}")]
+    Unbounded { path: PathBuf, reason: footprint::Unbounded },
     #[error("plugin {path} is too large: {bytes} bytes (at most {max})")]
     TooLarge { path: PathBuf, bytes: u64, max: u64 },
     #[error("cannot set up the WebAssembly engine: {0}")]
@@ -201,6 +205,8 @@ impl Sandbox {
             .cache
             .component_with_digest(&self.engine, &bytes, &digest)
             .map_err(|e| SandboxError::NotAComponent { path: path.into(), reason: first_line(&format!("{e:#}")) })?;
+        let footprint =
+            footprint::of(&bytes).map_err(|reason| SandboxError::Unbounded { path: path.into(), reason })?;
         let mut imported = None;
         for (name, _) in component.component_type().imports(&self.engine) {
             if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
@@ -221,7 +227,7 @@ impl Sandbox {
                 Err(e) => Pre::Previous(previous::PluginPre::new(pre).map_err(|_| wrong(e))?),
             },
         };
-        Ok(LoadedPlugin { pre, path: path.into(), symbols: self.symbols.clone(), digest, outcome })
+        Ok(LoadedPlugin { pre, path: path.into(), symbols: self.symbols.clone(), digest, outcome, footprint })
     }
 }
 
@@ -244,6 +250,8 @@ pub struct LoadedPlugin {
     symbols: SharedSymbols,
     digest: cache::Digest,
     outcome: Outcome,
+    /// What one instantiation creates, checked against the limits before each.
+    footprint: footprint::Footprint,
 }
 
 impl LoadedPlugin {
@@ -272,6 +280,13 @@ impl LoadedPlugin {
 
     /// A fresh instance in a store of its own, bounded by `limits`.
     pub fn instantiate(&self, clock: Clock, limits: &Limits) -> Result<Instance, Fault> {
+        self.footprint.check(limits.instances).map_err(|cap| Fault {
+            callback: "instantiate",
+            kind: FaultKind::Memory,
+            reason: cap.to_string(),
+            backtrace: None,
+            elapsed: Duration::ZERO,
+        })?;
         let engine = match &self.pre {
             Pre::Current(pre) => pre.engine(),
             Pre::Previous(pre) => pre.engine(),
