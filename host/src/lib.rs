@@ -15,7 +15,7 @@
 //! | 4 | [`kernel_agg`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings |
 //! | 3 | [`collect`], [`sandbox`], [`output`], [`drops`] | events from the collectors (the only BPF) or a recording; wasmtime (the only engine setup); printing (fed plain data); live loss reports |
 //! | 2 | [`accounting`] | where every event went, what the run cost |
-//! | 1 | [`wit`], [`clock`], [`limits`], [`private`], [`privilege`], [`symbolize`], [`watchdog`] | the contract's types, the plugin's clock, limits and fault kinds, private files, capabilities, symbols, the run's watchdog |
+//! | 1 | [`wit`], [`clock`], [`limits`], [`private`], [`privilege`], [`symbolize`], [`watchdog`], [`policy`] | the contract's types, the plugin's clock, limits and fault kinds, private files, capabilities, symbols, the run's watchdog, the shared host's policy |
 //! | 0 | [`sys`] | system calls |
 //!
 //! `unsafe` is denied everywhere but in [`sys`] and in `sandbox/cache/deserialize.rs`, whose
@@ -32,6 +32,7 @@ pub mod limits;
 pub mod output;
 pub mod pipeline;
 pub mod plugin;
+pub mod policy;
 pub mod private;
 pub mod privilege;
 pub mod sandbox;

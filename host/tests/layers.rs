@@ -16,6 +16,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("privilege", 1),
     ("symbolize", 1),
     ("watchdog", 1),
+    ("policy", 1),
     ("accounting", 2),
     ("collect", 3),
     ("sandbox", 3),

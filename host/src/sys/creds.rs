@@ -225,6 +225,21 @@ fn group_list(name: &str, gid: u32) -> io::Result<Vec<u32>> {
     }
 }
 
+/// The id of the group named `name` in the group database; None if there is none.
+pub fn group_named(name: &str) -> io::Result<Option<u32>> {
+    let c_name = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut buf = vec![0 as libc::c_char; 64 << 10];
+    // SAFETY: group is plain data; a zeroed one is valid to be overwritten.
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; getgrnam_r writes into buf and grp.
+    let r = unsafe { libc::getgrnam_r(c_name.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok((!result.is_null()).then_some(grp.gr_gid))
+}
+
 /// Mount tracefs at `target` with mount(2), not a `mount` found in `$PATH`.
 pub fn mount_tracefs(target: &str) -> io::Result<()> {
     let target = CString::new(target).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
