@@ -36,6 +36,32 @@ struct {
 	__type(value, __u8);
 } TARGETS SEC(".maps");
 
+/* How many times TARGETS has changed: slot 0 counts the kernel's changes (a target's
+ * child added, a target gone), slot 1 the host's (a `-c` command added before it
+ * execs). Each slot has one kind of writer, so neither loses the other's counts. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} TARGETS_GEN SEC(".maps");
+
+/* This CPU's last answer of TARGETS: a syscall-heavy task asks about the same tgid
+ * event after event, and an array slot costs a few ns where the hash costs tens. Valid
+ * while both counts of TARGETS_GEN are those it was taken at. */
+struct wt_target_cache {
+	__u32 tgid;
+	__u32 verdict; /* 0: empty, 1: not a target, 2: a target */
+	__u64 gen[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wt_target_cache);
+} TARGET_CACHE SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 256);
@@ -135,6 +161,43 @@ static __always_inline int wt_is_ours(__u32 tgid)
 	return tgid == cfg_self_tgid || (cfg_meter_tgid && tgid == cfg_meter_tgid);
 }
 
+/* A change to TARGETS, made after the map was changed: every CPU's cached answer is
+ * stale from now on. */
+static __always_inline void wt_targets_changed(void)
+{
+	__u32 kernel = 0;
+	__u64 *gen = bpf_map_lookup_elem(&TARGETS_GEN, &kernel);
+
+	if (gen)
+		__sync_fetch_and_add(gen, 1);
+}
+
+/* Whether `tgid` is in TARGETS, from this CPU's cache when nothing has changed since.
+ * The counts are read before the map, so a change that lands between the two leaves
+ * an answer that is already stale when stored. */
+static __always_inline int wt_is_target(__u32 tgid)
+{
+	__u32 k0 = 0, k1 = 1;
+	__u64 *g0 = bpf_map_lookup_elem(&TARGETS_GEN, &k0);
+	__u64 *g1 = bpf_map_lookup_elem(&TARGETS_GEN, &k1);
+	struct wt_target_cache *c = bpf_map_lookup_elem(&TARGET_CACHE, &k0);
+	__u64 gen0, gen1;
+	int is;
+
+	if (!g0 || !g1 || !c)
+		return bpf_map_lookup_elem(&TARGETS, &tgid) != NULL;
+	gen0 = *(volatile __u64 *)g0;
+	gen1 = *(volatile __u64 *)g1;
+	if (c->verdict && c->tgid == tgid && c->gen[0] == gen0 && c->gen[1] == gen1)
+		return c->verdict == 2;
+	is = bpf_map_lookup_elem(&TARGETS, &tgid) != NULL;
+	c->tgid = tgid;
+	c->verdict = is ? 2 : 1;
+	c->gen[0] = gen0;
+	c->gen[1] = gen1;
+	return is;
+}
+
 /* Process-level filters: 1 when process `tgid`, running as the current task (its uid,
  * comm and cgroup), is in the run's scope. Our own processes never are: the host never
  * traces itself. */
@@ -142,7 +205,7 @@ static __always_inline int wt_in_scope(__u32 tgid)
 {
 	if (wt_is_ours(tgid))
 		return 0;
-	if (cfg_filter_targets && !bpf_map_lookup_elem(&TARGETS, &tgid))
+	if (cfg_filter_targets && !wt_is_target(tgid))
 		return 0;
 	if (cfg_filter_uids) {
 		__u32 uid = (__u32)bpf_get_current_uid_gid();
@@ -309,6 +372,8 @@ static __always_inline void wt_track_fork(struct task_struct *parent, struct tas
 	 * filtered. Counted here, once per child, so that the report says so. */
 	if (bpf_map_update_elem(&TARGETS, &ctgid, &one, BPF_ANY))
 		wt_lose(WT_LOSS_TARGETS_FULL);
+	else
+		wt_targets_changed();
 }
 
 /* A target process that is gone leaves the set, so the set stays small and a reused
@@ -320,7 +385,8 @@ static __always_inline void wt_untrack_exit(struct task_struct *task)
 	if (!cfg_filter_targets || BPF_CORE_READ(task, signal, live.counter) != 0)
 		return;
 	tgid = BPF_CORE_READ(task, tgid);
-	bpf_map_delete_elem(&TARGETS, &tgid);
+	if (!bpf_map_delete_elem(&TARGETS, &tgid))
+		wt_targets_changed();
 }
 
 /* The programs that keep the target set, for a collector named `prefix`. */

@@ -204,24 +204,23 @@ impl Live {
         ))
     }
 
-    /// Add a process to the target set of every collector (for `-c`, before it execs).
+    /// Add a process to the target set of every collector, after they are attached, and
+    /// tell each that its set changed (the host's count of `TARGETS_GEN`), so that no CPU
+    /// keeps an answer about that tgid from before.
     pub fn add_target(&mut self, pid: u32) -> Result<(), CollectError> {
         for (c, obj) in &mut self.objects {
-            let map = obj.map_mut("TARGETS").ok_or(CollectError::Map {
-                collector: *c,
-                map: "TARGETS",
-                reason: "missing".into(),
-            })?;
-            let mut targets: HashMap<_, u32, u8> = HashMap::try_from(map).map_err(|e| CollectError::Map {
-                collector: *c,
-                map: "TARGETS",
-                reason: e.to_string(),
-            })?;
-            targets.insert(pid, 1, 0).map_err(|e| CollectError::Map {
-                collector: *c,
-                map: "TARGETS",
-                reason: e.to_string(),
-            })?;
+            let c = *c;
+            let err = |map: &'static str| {
+                move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
+            };
+            {
+                let mut targets: HashMap<_, u32, u8> =
+                    HashMap::try_from(map_of(c, obj, "TARGETS")?).map_err(err("TARGETS"))?;
+                targets.insert(pid, 1, 0).map_err(err("TARGETS"))?;
+            }
+            let mut gen: Array<_, u64> = Array::try_from(map_of(c, obj, "TARGETS_GEN")?).map_err(err("TARGETS_GEN"))?;
+            let host = gen.get(&1, 0).map_err(err("TARGETS_GEN"))?;
+            gen.set(1, host.wrapping_add(1), 0).map_err(err("TARGETS_GEN"))?;
         }
         Ok(())
     }
