@@ -9,7 +9,8 @@
 //!
 //! | layer | modules | what lives there |
 //! |---|---|---|
-//! | 7 | [`cli`] | the command line: parses, starts a run or a replay, privileges |
+//! | 8 | [`cli`] | the command line: parses, starts a run or a replay, privileges |
+//! | 7 | [`service`] | the shared host: the daemon, its wire protocol, a tenant's rule, the client |
 //! | 6 | [`pipeline`] | the run loop: chunks from an event source to the plugins, ticks, the end |
 //! | 5 | [`plugin`] | each plugin's lifecycle: plan, subscriptions, dispatch in batches, budgets, faults, restarts |
 //! | 4 | [`kernel_agg`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings |
@@ -36,6 +37,7 @@ pub mod policy;
 pub mod private;
 pub mod privilege;
 pub mod sandbox;
+pub mod service;
 pub mod symbolize;
 pub mod sys;
 pub mod watchdog;

@@ -106,7 +106,8 @@ impl std::fmt::Display for ProbeClass {
 impl ProbeClass {
     const NAMES: &'static str = "syscall, proc, file, tracepoint, tracepoint:CATEGORY, uprobe, usdt, profile, software";
 
-    fn parse(s: &str) -> Option<ProbeClass> {
+    /// A class as the policy writes it (`syscall`, `tracepoint:sched`…).
+    pub fn parse(s: &str) -> Option<ProbeClass> {
         Some(match s {
             "syscall" => ProbeClass::Syscall,
             "proc" => ProbeClass::Proc,

@@ -271,8 +271,17 @@ pub fn end_child(pid: u32, grace: std::time::Duration) -> bool {
     }
 }
 
+/// Send `signal` to `pid` if it is a child of this process (not one reaped and reused).
+pub fn signal_child(pid: u32, signal: libc::c_int) -> bool {
+    if parent_of(pid) != Some(std::process::id()) {
+        return false;
+    }
+    // SAFETY: signalling a child of this process, checked just above.
+    unsafe { libc::kill(pid as libc::pid_t, signal) == 0 }
+}
+
 /// The parent pid of `pid` (`/proc/PID/stat` field 4, after the parenthesized comm).
-fn parent_of(pid: u32) -> Option<u32> {
+pub fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }

@@ -25,7 +25,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("kernel_agg", 4),
     ("plugin", 5),
     ("pipeline", 6),
-    ("cli", 7),
+    ("service", 7),
+    ("cli", 8),
 ];
 
 fn layer(module: &str) -> Option<u32> {

@@ -5,6 +5,7 @@ mod limits;
 mod list;
 mod replay;
 mod run;
+mod service;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,6 +42,12 @@ enum Command {
     Record(RecordArgs),
     /// Run plugins over a recording (no root, no BPF; deterministic).
     Replay(ReplayArgs),
+    /// Serve users who are not root: the shared host's tracing service (as root).
+    Daemon(DaemonArgs),
+    /// List your sessions on the daemon (everyone's, for an admin).
+    Sessions(SocketArgs),
+    /// End a session on the daemon: its run stops and reports.
+    Stop(StopArgs),
     /// The overload guard's measuring process (started by a live run, not by people).
     #[command(name = "__collector-stats", hide = true)]
     CollectorStats,
@@ -89,6 +96,19 @@ pub struct TraceArgs {
     /// the collectors, but no more than its own CPU.
     #[arg(long, value_name = "PERCENT", default_value = "100")]
     max_kernel_cpu: String,
+    /// Talk to the wasmtap daemon at SOCKET (the way a user without privileges runs);
+    /// the default for a user who is not root is the policy's socket.
+    #[arg(long, value_name = "SOCKET")]
+    daemon: Option<PathBuf>,
+    /// Set by the daemon: the tenant rule this run holds to (JSON).
+    #[arg(long, hide = true, value_name = "JSON")]
+    tenant: Option<String>,
+    /// Set by the daemon: trace the children of the -p processes too.
+    #[arg(long, hide = true)]
+    follow: bool,
+    /// Set by the daemon: write one byte to stdin (a socket) once attached.
+    #[arg(long, hide = true)]
+    attached_to_stdin: bool,
 }
 
 /// How results are written (`run`, `replay`).
@@ -157,6 +177,31 @@ pub struct ReplayArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct DaemonArgs {
+    /// The policy: who may trace what.
+    #[arg(long, value_name = "FILE", default_value = crate::policy::DEFAULT_PATH)]
+    policy: PathBuf,
+    /// Listen here instead of the policy's socket.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SocketArgs {
+    /// The daemon's socket (default: WASMTAP_SOCKET, else /run/wasmtap/wasmtap.sock).
+    #[arg(long, value_name = "SOCKET")]
+    daemon: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct StopArgs {
+    /// The session, as `wasmtap sessions` lists it.
+    id: u64,
+    #[command(flatten)]
+    socket: SocketArgs,
+}
+
+#[derive(Args, Debug)]
 pub struct ListArgs {
     /// Only probes matching this pattern (`*` matches anything), e.g. 'syscall:open*'.
     pattern: Option<String>,
@@ -165,7 +210,19 @@ pub struct ListArgs {
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
+        Command::Run(args) if service::through_daemon(&args) => service::run(args),
         Command::Run(args) => run::run(args),
+        Command::Daemon(args) => {
+            let opts = crate::service::daemon::Options {
+                policy: args.policy,
+                socket: args.socket,
+                parse_run: service::parse_run,
+            };
+            crate::service::daemon::serve(opts)?;
+            Ok(Outcome::Clean)
+        }
+        Command::Sessions(args) => service::sessions(args),
+        Command::Stop(args) => service::stop(args),
         Command::Record(args) => run::record(args),
         Command::Replay(args) => replay::replay(args),
         Command::List(args) => list::list(args),

@@ -18,7 +18,8 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         Some(f) => Some(Reader::open(f)?),
         None => None,
     };
-    let Some(mut plugins) = super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay", false)? else {
+    let Some(mut plugins) = super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay", false, &|l| l)?
+    else {
         return Ok(Outcome::Clean);
     };
     let Some(reader) = reader else { bail!("wasmtap replay: name the recording to read") };

@@ -19,6 +19,7 @@ use crate::pipeline::{self, RunOptions, Tee};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::privilege;
 use crate::sandbox::Sandbox;
+use crate::service::tenant::TenantRule;
 use crate::sys::creds::User;
 use crate::sys::GatedChild;
 use crate::watchdog::{self, Doing, Watchdog};
@@ -59,10 +60,17 @@ fn trace(
     if let Some(path) = &output.flamegraph {
         created.add(path);
     }
+    let tenant: Option<TenantRule> = match &trace.tenant {
+        Some(json) => Some(serde_json::from_str(json).context("bad --tenant rule")?),
+        None => None,
+    };
+    let cap = |l: crate::limits::Limits| match &tenant {
+        Some(t) => t.cap(l),
+        None => l,
+    };
     let sandbox = Sandbox::new()?;
-    let Some(mut plugins) =
-        start_plugins(&sandbox, plugin_args, common, if record_to.is_some() { "record" } else { "run" }, true)?
-    else {
+    let verb = if record_to.is_some() { "record" } else { "run" };
+    let Some(mut plugins) = start_plugins(&sandbox, plugin_args, common, verb, true, &cap)? else {
         return Ok(Outcome::Clean);
     };
     let user = privilege::command_user(trace.run_as.as_deref())?;
@@ -75,6 +83,16 @@ fn trace(
     // A recording must hold the events kernel aggregations need, so they run in the host.
     plugins.aggregate_in_host(record_to.is_some());
     plugins.plan_probes(&ProbeLookup::Live)?;
+    if let Some(t) = &tenant {
+        for name in plugins.probe_names() {
+            if let Ok(spec) = crate::collect::probes::parse(&name) {
+                t.check_probe(&name, &spec)?;
+            }
+        }
+        if !t.kernel_addresses && plugins.table.has_kernel_stacks() {
+            bail!("a plugin asks for kernel stacks, which {} does not allow user {}", t.rule, t.user);
+        }
+    }
     let agreed = plugins.kernel_filter();
     let targets = match &child {
         Some(c) => Some(vec![c.pid()]),
@@ -93,12 +111,17 @@ fn trace(
         Some(_) => Some(overload::Meter::spawn()?),
         None => None,
     };
+    let follow_children = child.is_some() || trace.follow;
+    let narrow = |f: KernelFilter| match &tenant {
+        Some(t) => t.narrow(f),
+        None => Ok(f),
+    };
     let config = LiveConfig {
         kinds: plugins.kinds(),
-        filter: KernelFilter { targets: targets.clone(), follow_children: child.is_some(), ..agreed },
+        filter: narrow(KernelFilter { targets: targets.clone(), follow_children, ..agreed })?,
         table: plugins.table.clone(),
         aggs: plugins.agg_sites(),
-        agg_filter: KernelFilter { targets: agg_targets, follow_children: child.is_some(), ..agg_filter },
+        agg_filter: narrow(KernelFilter { targets: agg_targets, follow_children, ..agg_filter })?,
         map_sizes,
         meter_tgid: meter.as_ref().map(overload::Meter::pid),
     };
@@ -128,6 +151,9 @@ fn trace(
         }
     }
     out.flush();
+    if trace.attached_to_stdin {
+        tell_attached();
+    }
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -164,6 +190,16 @@ fn trace(
     out.accounting(&accounting, common.stats);
     out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })
+}
+
+/// Tell the daemon that started this run that it is attached: one byte to stdin, the
+/// daemon's end of a socket pair.
+fn tell_attached() {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    if let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() {
+        let _ = std::fs::File::from(fd).write_all(b"A");
+    }
 }
 
 /// Fork the `-c` command, held before exec, as `user` if given.
@@ -221,6 +257,7 @@ pub(super) fn start_plugins(
     common: &PluginArgs,
     verb: &str,
     live: bool,
+    cap: &dyn Fn(crate::limits::Limits) -> crate::limits::Limits,
 ) -> anyhow::Result<Option<PluginSet>> {
     if plugin_args.is_empty() && !common.help {
         bail!("wasmtap {verb}: name at least one plugin (vetted: {})", plugin::find::available().join(", "));
@@ -228,7 +265,7 @@ pub(super) fn start_plugins(
     let limits = common.limits.parse()?;
     let mut described = Vec::new();
     for arg in plugin_args {
-        described.push(plugin::describe(sandbox, arg, Clock::live(), &limits.defaults())?);
+        described.push(plugin::describe(sandbox, arg, Clock::live(), &cap(limits.defaults()))?);
     }
     if common.help {
         print_help(verb, &described);
@@ -241,7 +278,7 @@ pub(super) fn start_plugins(
     let mut runners = Vec::new();
     for d in described {
         let ps = params::bind(&d.info.name, &d.info.params, &common.params)?;
-        let own = limits.of(&d.info.name);
+        let own = cap(limits.of(&d.info.name));
         let d = if limits.overrides(&d.info.name) { d.with_limits(&own)? } else { d };
         runners.push(Runner::start(d, &ps, own, live)?);
     }

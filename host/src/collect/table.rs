@@ -224,6 +224,13 @@ impl ProbeTable {
             || self.perf.iter().any(|p| p.stacks != 0)
     }
 
+    /// True if records may carry kernel stacks.
+    pub fn has_kernel_stacks(&self) -> bool {
+        self.tracepoints.iter().any(|t| t.stacks & STACK_KERNEL != 0)
+            || self.perf.iter().any(|p| p.stacks & STACK_KERNEL != 0)
+            || self.user.iter().any(|u| u.stacks & STACK_KERNEL != 0)
+    }
+
     /// True if records may carry user addresses (user probes, user stacks), whose
     /// processes' memory maps the symbolizer must see while they run.
     pub fn has_user_addresses(&self) -> bool {

@@ -1,0 +1,165 @@
+//! A user's side of a session: connect, say hello, start the `-c` command held before
+//! exec, release it once the daemon's run is attached, copy the run's output to this
+//! process's stdout and stderr, and end with the run's exit code. Ctrl-C (or the
+//! command's exit) asks the daemon to stop the run; the report still comes.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::wire::{Ask, Frame, Kind, Reply, Request, PROTOCOL};
+use crate::sys::GatedChild;
+
+/// How a session ended, for the exit code.
+pub struct Ended {
+    pub code: i32,
+}
+
+/// Run `wasmtap run ARGS` through the daemon at `socket`, with `command` (`-c`) started
+/// here, as this user.
+pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>) -> anyhow::Result<Ended> {
+    let stream = connect(socket)?;
+    let mut child = match command {
+        Some(cmd) => {
+            let argv =
+                shlex::split(cmd).filter(|a| !a.is_empty()).with_context(|| format!("cannot parse command `{cmd}`"))?;
+            Some(GatedChild::spawn(&argv, None).with_context(|| format!("cannot start `{cmd}`"))?)
+        }
+        None => None,
+    };
+    let ask = Ask::Run { args, command_pid: child.as_ref().map(GatedChild::pid) };
+    send(&stream, &Request::Hello { protocol: PROTOCOL, ask })?;
+    // Ctrl-C, or the command's exit, asks for the report.
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    let done = Arc::new(AtomicBool::new(false));
+    let command_pid = child.as_ref().map(GatedChild::pid);
+    let watcher = {
+        let (stream, stop, done) = (stream.try_clone()?, stop.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                let exited = command_pid
+                    .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists() || zombie(pid));
+                if stop.load(Ordering::Relaxed) || exited {
+                    let _ = send(&stream, &Request::Stop);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let ended = relay(&stream, &mut child);
+    done.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    if let Some(c) = &mut child {
+        let _ = c.try_wait();
+    }
+    ended
+}
+
+/// Whether `pid` (our child) has exited and waits to be reaped.
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(true)
+}
+
+/// Copy the session's frames out until its end.
+fn relay(stream: &UnixStream, child: &mut Option<GatedChild>) -> anyhow::Result<Ended> {
+    let mut frames = Frames::new(stream.try_clone()?);
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    loop {
+        let Some(frame) = frames.next()? else {
+            anyhow::bail!("the wasmtap daemon ended the session without a report (was it stopped or restarted?)");
+        };
+        match frame.kind {
+            Kind::Stdout => {
+                out.write_all(&frame.payload)?;
+                out.flush()?;
+            }
+            Kind::Stderr => {
+                err.write_all(&frame.payload)?;
+                err.flush()?;
+            }
+            Kind::Control => match frame.message::<Reply>()? {
+                Reply::Welcome { .. } | Reply::Sessions { .. } => {}
+                Reply::Attached => {
+                    if let Some(c) = child {
+                        c.release().context("cannot start the command")?;
+                    }
+                }
+                Reply::Exit { code } => return Ok(Ended { code }),
+                Reply::Error { message } => anyhow::bail!("{message}"),
+            },
+        }
+    }
+}
+
+/// One question that is not a run (`sessions`, `stop`): its one answer.
+pub fn ask(socket: &Path, ask: Ask) -> anyhow::Result<Reply> {
+    let stream = connect(socket)?;
+    send(&stream, &Request::Hello { protocol: PROTOCOL, ask })?;
+    let mut frames = Frames::new(stream);
+    loop {
+        match frames.next()? {
+            None => anyhow::bail!("the wasmtap daemon closed the connection without an answer"),
+            Some(f) if f.kind == Kind::Control => match f.message::<Reply>()? {
+                Reply::Welcome { .. } => continue,
+                Reply::Error { message } => anyhow::bail!("{message}"),
+                reply => return Ok(reply),
+            },
+            Some(_) => continue,
+        }
+    }
+}
+
+fn connect(socket: &Path) -> anyhow::Result<UnixStream> {
+    UnixStream::connect(socket).with_context(|| {
+        format!(
+            "cannot reach the wasmtap daemon at {} (without root or CAP_BPF, wasmtap traces through the shared host's daemon: is `wasmtap daemon` running?)",
+            socket.display()
+        )
+    })
+}
+
+fn send(stream: &UnixStream, request: &Request) -> std::io::Result<()> {
+    (&*stream).write_all(&Frame::control(request).encode())
+}
+
+/// Frames read from a stream, one at a time.
+struct Frames {
+    stream: UnixStream,
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    fn new(stream: UnixStream) -> Frames {
+        Frames { stream, buf: Vec::new() }
+    }
+
+    fn next(&mut self) -> anyhow::Result<Option<Frame>> {
+        loop {
+            if let Some((frame, used)) = Frame::decode(&self.buf)? {
+                self.buf.drain(..used);
+                return Ok(Some(frame));
+            }
+            let mut chunk = [0u8; 64 << 10];
+            let n = match self.stream.read(&mut chunk) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                return Ok(None);
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}

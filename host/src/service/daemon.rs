@@ -1,0 +1,548 @@
+//! `wasmtap daemon`: the service on tokio. It listens on a Unix socket, identifies each
+//! client by the socket's peer credentials (never by what the client says), checks what
+//! it asks against its tenant's rule, and runs each session as a child `wasmtap run`
+//! holding that rule, whose output it relays as the child writes it. A client that stops
+//! reading holds up only its own run; a client that goes away ends its run.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::tenant::TenantRule;
+use super::wire::{Ask, Frame, Kind, Reply, Request, SessionInfo, PROTOCOL};
+use crate::policy::{PluginRule, Policy, Scope, Verdict};
+use crate::sys::creds;
+
+/// How a `run` request's arguments read: what the daemon checks before starting a run.
+/// The command line's parser fills it (the daemon does not parse flags by hand).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunShape {
+    pub plugins: Vec<String>,
+    pub pids: Vec<u32>,
+    pub command: bool,
+    pub run_as: bool,
+    pub flamegraph: bool,
+    /// Flags only the daemon sets (`--tenant`, `--follow`, `--attached-to-stdin`, `--daemon`).
+    pub daemon_flags: bool,
+}
+
+/// Reads a `run` request's arguments (the command line's parser).
+pub type ParseRun = fn(&[String]) -> Result<RunShape, String>;
+
+/// What `wasmtap daemon` was told.
+pub struct Options {
+    pub policy: PathBuf,
+    pub socket: Option<PathBuf>,
+    pub parse_run: ParseRun,
+}
+
+struct State {
+    policy_path: PathBuf,
+    policy: Mutex<Arc<Policy>>,
+    sessions: Mutex<BTreeMap<u64, Session>>,
+    next_id: Mutex<u64>,
+    parse_run: ParseRun,
+    exe: PathBuf,
+}
+
+#[derive(Clone)]
+struct Session {
+    info: SessionInfo,
+    /// The run's pid, to stop it.
+    run_pid: Option<u32>,
+}
+
+/// Serve until SIGTERM or SIGINT.
+pub fn serve(opts: Options) -> anyhow::Result<()> {
+    if creds::uids().1 != 0 {
+        anyhow::bail!("wasmtap daemon must run as root: it loads the collectors for everyone");
+    }
+    let policy = Policy::load(&opts.policy)?;
+    let socket = opts.socket.clone().unwrap_or_else(|| policy.socket.clone());
+    let exe = std::env::current_exe().context("cannot find the wasmtap executable")?;
+    let state = Arc::new(State {
+        policy_path: opts.policy.clone(),
+        policy: Mutex::new(Arc::new(policy)),
+        sessions: Mutex::default(),
+        next_id: Mutex::new(1),
+        parse_run: opts.parse_run,
+        exe,
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("wasmtap-daemon")
+        .build()
+        .context("cannot start the daemon's runtime")?;
+    rt.block_on(listen(state, socket))
+}
+
+async fn listen(state: Arc<State>, socket: PathBuf) -> anyhow::Result<()> {
+    let listener = bind(&socket, &state.policy())?;
+    let source = match &state.policy().source {
+        Some(p) => p.display().to_string(),
+        None => format!("none at {}: root only", state.policy_path.display()),
+    };
+    eprintln!("wasmtap daemon: listening on {} (policy: {source})", socket.display());
+    notify_ready();
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let state = state.clone();
+                    tokio::spawn(async move { connection(state, stream).await });
+                }
+                Err(e) => eprintln!("wasmtap daemon: accept: {e}"),
+            },
+            _ = hup.recv() => match Policy::load(&state.policy_path) {
+                Ok(p) => {
+                    *state.policy.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(p);
+                    eprintln!("wasmtap daemon: policy reloaded from {}", state.policy_path.display());
+                }
+                Err(e) => eprintln!("wasmtap daemon: policy not reloaded, the previous one stays: {e}"),
+            },
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    // Stop every run; each session relays its report and ends.
+    let runs: Vec<u32> = state.sessions().values().filter_map(|s| s.run_pid).collect();
+    for pid in runs {
+        crate::sys::signal_child(pid, libc::SIGINT);
+    }
+    for _ in 0..500 {
+        if state.sessions().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = std::fs::remove_file(&socket);
+    Ok(())
+}
+
+/// The socket, created afresh: mode 0660 and the policy's group, or 0666 without one
+/// (who may do what is the policy's to say, by the peer's credentials, not the mode's).
+fn bind(socket: &Path, policy: &Policy) -> anyhow::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        anyhow::bail!("another daemon is listening on {}", socket.display());
+    }
+    let _ = std::fs::remove_file(socket);
+    let listener = UnixListener::bind(socket).with_context(|| format!("cannot listen on {}", socket.display()))?;
+    let mode = match &policy.socket_group {
+        Some(g) => {
+            std::os::unix::fs::chown(socket, Some(0), Some(g.id))
+                .with_context(|| format!("cannot give {} to group {}", socket.display(), g.name))?;
+            0o660
+        }
+        None => 0o666,
+    };
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(mode))?;
+    Ok(listener)
+}
+
+/// `READY=1` to systemd when it started us with `Type=notify`.
+fn notify_ready() {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else { return };
+    let path = path.to_string_lossy().into_owned();
+    let msg = b"READY=1\nSTATUS=serving\n";
+    if let Some(name) = path.strip_prefix('@') {
+        use std::os::linux::net::SocketAddrExt;
+        if let Ok(addr) = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()) {
+            let _ = sock.send_to_addr(msg, &addr);
+        }
+    } else {
+        let _ = sock.send_to(msg, &path);
+    }
+}
+
+impl State {
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Session>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Who is on the other end: from the socket, never from the client's word.
+struct Peer {
+    uid: u32,
+    pid: u32,
+    user: String,
+    groups: Vec<u32>,
+}
+
+async fn connection(state: Arc<State>, stream: UnixStream) {
+    let cred = match stream.peer_cred() {
+        Ok(c) => c,
+        Err(_) => return,
+    };
+    let (rd, mut wr) = stream.into_split();
+    let mut frames = Frames { rd, buf: Vec::new() };
+    let hello = tokio::time::timeout(Duration::from_secs(10), frames.next()).await;
+    let ask = match hello {
+        Ok(Ok(Some(f))) => match f.message::<Request>() {
+            Ok(Request::Hello { protocol, ask }) if protocol == PROTOCOL => ask,
+            Ok(Request::Hello { protocol, .. }) => {
+                let msg = format!(
+                    "this daemon speaks protocol {PROTOCOL}, the client {protocol}: use the same wasmtap version"
+                );
+                return refuse(&mut wr, msg).await;
+            }
+            Ok(_) => return refuse(&mut wr, "the first message must be `hello`".into()).await,
+            Err(e) => return refuse(&mut wr, format!("bad request: {e}")).await,
+        },
+        Ok(Err(e)) => return refuse(&mut wr, format!("bad request: {e}")).await,
+        Ok(Ok(None)) => return,
+        Err(_) => return refuse(&mut wr, "no hello within 10 s".into()).await,
+    };
+    let uid = cred.uid();
+    let (user, groups) = match creds::user_with_uid(uid) {
+        Ok(Some(u)) => (u.name, u.groups),
+        _ => (uid.to_string(), vec![cred.gid()]),
+    };
+    let peer = Peer { uid, pid: cred.pid().unwrap_or(0) as u32, user, groups };
+    let policy = state.policy();
+    let verdict = policy.verdict(peer.uid, &peer.groups);
+    if verdict == Verdict::Refused {
+        let msg = format!(
+            "user {} (uid {}) may not trace through this host's wasmtap daemon: no tenant of its policy ({}) names the user or its groups",
+            peer.user,
+            peer.uid,
+            policy.source.as_ref().map_or_else(|| "none: root only".into(), |p| p.display().to_string())
+        );
+        return refuse(&mut wr, msg).await;
+    }
+    let admin = match &verdict {
+        Verdict::Root => true,
+        Verdict::Tenant(t) => t.admin,
+        Verdict::Refused => false,
+    };
+    match ask {
+        Ask::Sessions => {
+            let sessions =
+                state.sessions().values().filter(|s| admin || s.info.uid == peer.uid).map(|s| s.info.clone()).collect();
+            let _ = write(&mut wr, &Frame::control(&Reply::Sessions { sessions })).await;
+        }
+        Ask::StopSession { id } => {
+            let found = state.sessions().get(&id).cloned();
+            match found {
+                Some(s) if admin || s.info.uid == peer.uid => {
+                    if let Some(pid) = s.run_pid {
+                        crate::sys::signal_child(pid, libc::SIGINT);
+                    }
+                    let _ = write(&mut wr, &Frame::control(&Reply::Exit { code: 0 })).await;
+                }
+                _ => refuse(&mut wr, format!("no session {id} of user {}", peer.user)).await,
+            }
+        }
+        Ask::Run { args, command_pid } => {
+            let started = match check_run(&state, &policy, &verdict, &peer, &args, command_pid) {
+                Ok(run) => run,
+                Err(msg) => return refuse(&mut wr, msg).await,
+            };
+            session(state, peer, args, started, frames, wr).await;
+        }
+    }
+}
+
+/// A run the daemon agreed to: the child's arguments and the rule it holds to.
+struct Agreed {
+    argv: Vec<String>,
+    rule: String,
+}
+
+/// Check a run request against the policy; the refusal names the rule.
+fn check_run(
+    state: &State,
+    policy: &Policy,
+    verdict: &Verdict<'_>,
+    peer: &Peer,
+    args: &[String],
+    command_pid: Option<u32>,
+) -> Result<Agreed, String> {
+    let shape = (state.parse_run)(args)?;
+    if shape.daemon_flags {
+        return Err("flags --tenant, --follow, --attached-to-stdin and --daemon are the daemon's to set".into());
+    }
+    if shape.command {
+        return Err("-c is started by the client, as its user: use a wasmtap of the daemon's version".into());
+    }
+    if shape.run_as {
+        return Err("--run-as: through the daemon, a command runs as the user who starts it".into());
+    }
+    if shape.flamegraph {
+        return Err("--flamegraph writes a file, which a run through the daemon cannot do yet; use -o folded".into());
+    }
+    let where_ = |line: usize, i: usize| {
+        let file = policy.source.as_ref().map_or_else(|| "policy".into(), |p| p.display().to_string());
+        format!("the rule at {file}:{line} (tenant[{i}])")
+    };
+    let tenant = match verdict {
+        Verdict::Tenant(t) => Some((*t, policy.tenants.iter().position(|x| std::ptr::eq(x, *t)).unwrap_or(0))),
+        _ => None,
+    };
+    let mut argv = vec!["run".to_string()];
+    argv.extend(args.iter().cloned());
+    let rule = match tenant {
+        None => "root".to_string(),
+        Some((t, i)) => {
+            let rule = where_(t.line, i);
+            if t.plugins == PluginRule::Vetted || shape.plugins.iter().any(|p| p.contains('/') || p.ends_with(".wasm"))
+            {
+                if let Some(p) = shape.plugins.iter().find(|p| p.contains('/') || p.ends_with(".wasm")) {
+                    let why = if t.plugins == PluginRule::Vetted {
+                        format!("{rule} lets user {} run vetted plugins only", peer.user)
+                    } else {
+                        "plugin files cannot be sent through the daemon yet; run a vetted plugin".to_string()
+                    };
+                    return Err(format!("plugin `{p}`: {why}"));
+                }
+            }
+            if shape.plugins.len() > t.quotas.plugins as usize {
+                return Err(format!(
+                    "{} plugins in one session, more than the {} {rule} allows",
+                    shape.plugins.len(),
+                    t.quotas.plugins
+                ));
+            }
+            let mine = state.sessions().values().filter(|s| s.info.uid == peer.uid).count();
+            if mine >= t.quotas.sessions as usize {
+                return Err(format!(
+                    "user {} has {mine} sessions, the most {rule} allows; end one with `wasmtap stop ID`",
+                    peer.user
+                ));
+            }
+            for &pid in &shape.pids {
+                check_pid(pid, &t.scope, peer, &rule)?;
+            }
+            let probes: Vec<_> = t.probes.iter().cloned().collect();
+            let tr =
+                TenantRule::new(&peer.user, peer.uid, rule.clone(), &t.scope, &probes, t.kernel_addresses, &t.quotas);
+            argv.push("--tenant".into());
+            argv.push(serde_json::to_string(&tr).map_err(|e| e.to_string())?);
+            rule
+        }
+    };
+    if let Some(pid) = command_pid {
+        if owner_of(pid) != Some(peer.uid) || crate::sys::parent_of(pid) != Some(peer.pid) {
+            return Err(format!("process {pid} is not a command user {} started", peer.user));
+        }
+        argv.extend(["-p".to_string(), pid.to_string(), "--follow".to_string()]);
+    }
+    argv.push("--attached-to-stdin".into());
+    Ok(Agreed { argv, rule })
+}
+
+/// `-p PID` of a tenant: a process within its scope, and never pid 1.
+fn check_pid(pid: u32, scope: &Scope, peer: &Peer, rule: &str) -> Result<(), String> {
+    if pid == 1 {
+        return Err(format!("-p 1: pid 1 is the system's, which {rule} does not let user {} trace", peer.user));
+    }
+    match scope {
+        Scope::All => Ok(()),
+        Scope::Own => match owner_of(pid) {
+            Some(uid) if uid == peer.uid => Ok(()),
+            Some(uid) => Err(format!(
+                "-p {pid}: process {pid} runs as uid {uid}, and {rule} (scope \"own\") lets user {} trace only its own processes",
+                peer.user
+            )),
+            None => Err(format!("-p {pid}: no process with pid {pid}")),
+        },
+        Scope::Cgroups(dirs) => {
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            let path = cgroup.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("");
+            let root = crate::collect::cgroup::mount_point().unwrap_or_default();
+            let full = root.join(path.trim_start_matches('/'));
+            if dirs.iter().any(|d| full.starts_with(d)) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "-p {pid}: process {pid} is in cgroup {}, outside the cgroups {rule} delegates to user {}",
+                    full.display(),
+                    peer.user
+                ))
+            }
+        }
+    }
+}
+
+/// The real uid a process runs as (its effective uid too must be the same).
+fn owner_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    let ids: Vec<u32> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    match ids[..] {
+        // A process whose effective uid differs (a setuid program) is no one's to trace.
+        [real, effective, ..] => Some(if real == effective { real } else { u32::MAX }),
+        _ => None,
+    }
+}
+
+/// One run: started, relayed, ended.
+async fn session(
+    state: Arc<State>,
+    peer: Peer,
+    args: Vec<String>,
+    agreed: Agreed,
+    mut frames: Frames,
+    mut wr: OwnedWriteHalf,
+) {
+    let id = {
+        let mut next = state.next_id.lock().unwrap_or_else(|e| e.into_inner());
+        let id = *next;
+        *next += 1;
+        id
+    };
+    let info = SessionInfo {
+        id,
+        user: peer.user.clone(),
+        uid: peer.uid,
+        pid: peer.pid,
+        started_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        args,
+    };
+    state.sessions().insert(id, Session { info, run_pid: None });
+    let _forget = Forget { state: state.clone(), id };
+    let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
+    };
+    let spawned = tokio::process::Command::new(&state.exe)
+        .args(&agreed.argv)
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
+    };
+    let run_pid = child.id();
+    if let Some(s) = state.sessions().get_mut(&id) {
+        s.run_pid = run_pid;
+    }
+    let welcome = Reply::Welcome { protocol: PROTOCOL, session: id, rule: agreed.rule };
+    if write(&mut wr, &Frame::control(&welcome)).await.is_err() {
+        return;
+    }
+    let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else { return };
+    let attached = ours.set_nonblocking(true).ok().and_then(|_| UnixStream::from_std(ours).ok());
+    let mut attached = attached;
+    let (mut out_open, mut err_open, mut client_open) = (true, true, true);
+    let (mut obuf, mut ebuf) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    let mut abuf = [0u8; 1];
+    while out_open || err_open {
+        tokio::select! {
+            n = out.read(&mut obuf), if out_open => match n {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => if write(&mut wr, &Frame { kind: Kind::Stdout, payload: obuf[..n].to_vec() }).await.is_err() {
+                    client_open = false;
+                    stop(run_pid, libc::SIGTERM);
+                },
+            },
+            n = err.read(&mut ebuf), if err_open => match n {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => if write(&mut wr, &Frame { kind: Kind::Stderr, payload: ebuf[..n].to_vec() }).await.is_err() {
+                    client_open = false;
+                    stop(run_pid, libc::SIGTERM);
+                },
+            },
+            n = async { attached.as_mut().expect("guarded").read(&mut abuf).await }, if attached.is_some() => {
+                attached = None;
+                if matches!(n, Ok(1)) && client_open && write(&mut wr, &Frame::control(&Reply::Attached)).await.is_err() {
+                    client_open = false;
+                    stop(run_pid, libc::SIGTERM);
+                }
+            },
+            f = frames.next(), if client_open => match f {
+                Ok(Some(f)) if f.message::<Request>() == Ok(Request::Stop) => stop(run_pid, libc::SIGINT),
+                Ok(Some(_)) => {}
+                // The client is gone, or spoke nonsense: its run ends.
+                Ok(None) | Err(_) => {
+                    client_open = false;
+                    stop(run_pid, libc::SIGTERM);
+                }
+            },
+        }
+    }
+    let code = match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
+        Ok(Ok(status)) => status.code().unwrap_or(2),
+        _ => {
+            let _ = child.start_kill();
+            2
+        }
+    };
+    if client_open {
+        let _ = write(&mut wr, &Frame::control(&Reply::Exit { code })).await;
+    }
+}
+
+fn stop(pid: Option<u32>, signal: libc::c_int) {
+    if let Some(pid) = pid {
+        crate::sys::signal_child(pid, signal);
+    }
+}
+
+/// Removes a session from the list when it ends, however it ends.
+struct Forget {
+    state: Arc<State>,
+    id: u64,
+}
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.state.sessions().remove(&self.id);
+    }
+}
+
+async fn refuse(wr: &mut OwnedWriteHalf, message: String) {
+    let _ = write(wr, &Frame::control(&Reply::Error { message })).await;
+    let _ = wr.shutdown().await;
+}
+
+async fn write(wr: &mut OwnedWriteHalf, frame: &Frame) -> std::io::Result<()> {
+    wr.write_all(&frame.encode()).await
+}
+
+/// Frames from a client, bounded: a frame over the limit is an error before it is buffered.
+struct Frames {
+    rd: OwnedReadHalf,
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    async fn next(&mut self) -> anyhow::Result<Option<Frame>> {
+        loop {
+            if let Some((frame, used)) = Frame::decode(&self.buf)? {
+                self.buf.drain(..used);
+                return Ok(Some(frame));
+            }
+            let mut chunk = [0u8; 16 << 10];
+            let n = self.rd.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The shared host (docs/service.md): `wasmtap daemon`, privileged, serves users who are
+//! not root over a Unix socket, each identified by the socket's peer credentials and held
+//! to its tenant's rule in the policy (`crate::policy`).
+//!
+//! - `wire.rs`: the versioned protocol, frames and messages.
+//! - `daemon.rs`: the service on tokio: the socket, the policy (reloaded on SIGHUP), the
+//!   checks of each request, and one run per session, started with the tenant's rule.
+//! - `client.rs`: the same CLI for everyone: a user's `wasmtap run` through the daemon,
+//!   with its `-c` command started by the user, held until the run is attached.
+//! - `tenant.rs`: the rule a tenant's run enforces: its scope ANDed into every kernel
+//!   filter, its probe classes, its quotas as caps on the plugins' limits.
+//!
+//! Each session's run is today a child process of the daemon (`wasmtap run` with the
+//! tenant's rule), so that everything a run does is the same through the daemon as
+//! without it. Its plugins run in that process, as in a direct run: after attaching it
+//! drops its capabilities and confines its dispatch thread with seccomp.
+
+pub mod client;
+pub mod daemon;
+pub mod tenant;
+pub mod wire;
+
+/// Where a client looks for the daemon: `WASMTAP_SOCKET`, else the default.
+pub fn default_socket() -> std::path::PathBuf {
+    std::env::var_os("WASMTAP_SOCKET").map_or_else(|| crate::policy::DEFAULT_SOCKET.into(), Into::into)
+}

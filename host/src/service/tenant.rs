@@ -1,0 +1,139 @@
+//! What a run started by the daemon for a tenant must hold to: the rule the policy gives
+//! the tenant, handed to the run (hidden `--tenant` flag) as JSON and enforced there:
+//! the scope ANDed into every collector's kernel filter (kernel aggregations included),
+//! the probe classes checked against the plan before anything attaches, the quotas as
+//! caps on the plugins' limits, kernel addresses refused unless allowed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::collect::live::KernelFilter;
+use crate::collect::probes::ProbeSpec;
+use crate::limits::Limits;
+use crate::policy::{ProbeClass, Quotas, Scope};
+
+/// A tenant's rule, as one run enforces it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantRule {
+    /// The user, for messages.
+    pub user: String,
+    pub uid: u32,
+    /// Where the rule is written (`policy.toml:12, tenant[1]`), for messages.
+    pub rule: String,
+    /// `None`: every process (admins, scope "all").
+    pub scope: Option<TenantScope>,
+    /// Probe classes allowed, as the policy writes them.
+    pub probes: Vec<String>,
+    pub kernel_addresses: bool,
+    pub memory_mib: u32,
+    pub cpu_percent: u32,
+    pub output_kib_per_sec: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum TenantScope {
+    /// The processes of this uid.
+    Uid(u32),
+    /// Tasks in or below these cgroup v2 directories.
+    Cgroups(Vec<std::path::PathBuf>),
+}
+
+impl TenantRule {
+    pub fn new(
+        user: &str,
+        uid: u32,
+        rule: String,
+        scope: &Scope,
+        probes: &[ProbeClass],
+        kernel_addresses: bool,
+        q: &Quotas,
+    ) -> TenantRule {
+        TenantRule {
+            user: user.to_string(),
+            uid,
+            rule,
+            scope: match scope {
+                Scope::Own => Some(TenantScope::Uid(uid)),
+                Scope::Cgroups(dirs) => Some(TenantScope::Cgroups(dirs.clone())),
+                Scope::All => None,
+            },
+            probes: probes.iter().map(ToString::to_string).collect(),
+            kernel_addresses,
+            memory_mib: q.memory_mib,
+            cpu_percent: q.cpu_percent,
+            output_kib_per_sec: q.output_kib_per_sec,
+        }
+    }
+
+    /// `filter` narrowed to the tenant's scope: what the plugins asked for AND the scope.
+    pub fn narrow(&self, mut filter: KernelFilter) -> anyhow::Result<KernelFilter> {
+        match &self.scope {
+            None => {}
+            Some(TenantScope::Uid(uid)) => {
+                filter.uids = Some(match filter.uids {
+                    Some(asked) => asked.into_iter().filter(|u| u == uid).collect(),
+                    None => vec![*uid],
+                });
+            }
+            Some(TenantScope::Cgroups(dirs)) => {
+                let mut delegated = Vec::new();
+                for d in dirs {
+                    let c = crate::collect::cgroup::lookup(&d.to_string_lossy())
+                        .map_err(|e| anyhow::anyhow!("the delegated cgroup of {}: {e}", self.rule))?;
+                    delegated.push(c);
+                }
+                // A plugin's own cgroups count only where they lie within the delegation;
+                // asking none means all of it.
+                filter.cgroups = Some(match filter.cgroups {
+                    Some(asked) => {
+                        let inside: Vec<_> = delegated.iter().flat_map(crate::collect::cgroup::subtree_ids).collect();
+                        asked.into_iter().filter(|(id, _)| inside.contains(id)).collect()
+                    }
+                    None => delegated.iter().map(|c| (c.id, c.level)).collect(),
+                });
+            }
+        }
+        Ok(filter)
+    }
+
+    /// Refuse a probe whose class the rule does not allow.
+    pub fn check_probe(&self, name: &str, spec: &ProbeSpec) -> anyhow::Result<()> {
+        let Some(class) = class_of(spec) else { return Ok(()) };
+        let allowed: Vec<ProbeClass> = self.probes.iter().filter_map(|p| ProbeClass::parse(p)).collect();
+        if allowed.iter().any(|a| a.covers(&class)) {
+            return Ok(());
+        }
+        let list = if self.probes.is_empty() { "none".to_string() } else { self.probes.join(", ") };
+        anyhow::bail!(
+            "probe `{name}` is of class `{class}`, which {} does not allow user {} (allowed: {list})",
+            self.rule,
+            self.user
+        )
+    }
+
+    /// `limits` capped by the quotas; kernel symbols only where allowed.
+    pub fn cap(&self, mut limits: Limits) -> Limits {
+        limits.memory_bytes = limits.memory_bytes.min((self.memory_mib as usize) << 20);
+        limits.cpu_ms_per_sec = limits.cpu_ms_per_sec.min(u64::from(self.cpu_percent) * 10);
+        limits.output_bytes_per_sec = limits.output_bytes_per_sec.min(self.output_kib_per_sec << 10);
+        limits.kernel_symbols &= self.kernel_addresses;
+        limits
+    }
+}
+
+/// The policy's class of a probe; timers and begin/end belong to none and are always allowed.
+pub fn class_of(spec: &ProbeSpec) -> Option<ProbeClass> {
+    use wasmtap_abi::Kind;
+    Some(match spec {
+        ProbeSpec::Syscall { .. } => ProbeClass::Syscall,
+        ProbeSpec::Proc(Kind::Open) => ProbeClass::File,
+        ProbeSpec::Proc(_) => ProbeClass::Proc,
+        ProbeSpec::Tracepoint { category, .. } => ProbeClass::Tracepoint(Some(category.clone())),
+        ProbeSpec::Uprobe { .. } => ProbeClass::Uprobe,
+        ProbeSpec::Usdt { .. } => ProbeClass::Usdt,
+        ProbeSpec::Profile { .. } => ProbeClass::Profile,
+        ProbeSpec::Software { .. } => ProbeClass::Software,
+        ProbeSpec::Interval { .. } | ProbeSpec::Begin | ProbeSpec::End => return None,
+    })
+}

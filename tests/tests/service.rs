@@ -1,0 +1,293 @@
+//! The shared host, live: `wasmtap daemon` with a policy naming two fresh local users, each
+//! tracing through it as itself, with the client a user runs. The tests create their
+//! users and remove them. They need root and BPF: in CI they run and must pass.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use wasmtap_tests::*;
+
+/// Local users made for a test, removed when it ends.
+struct Users(Vec<(String, u32, u32)>);
+
+impl Users {
+    fn make(tag: &str, n: usize) -> Users {
+        let mut users = Users(Vec::new());
+        for i in 0..n {
+            let name = format!("wt{}{tag}{i}", std::process::id() % 100_000);
+            let _ = Command::new("userdel").arg(&name).output();
+            let o = Command::new("useradd")
+                .args(["--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", &name])
+                .output()
+                .expect("run useradd");
+            assert!(o.status.success(), "useradd {name}: {}", stderr(&o));
+            let id = |flag: &str| -> u32 {
+                let o = Command::new("id").args([flag, &name]).output().unwrap();
+                stdout(&o).trim().parse().unwrap()
+            };
+            let (uid, gid) = (id("-u"), id("-g"));
+            users.0.push((name, uid, gid));
+        }
+        users
+    }
+
+    fn name(&self, i: usize) -> &str {
+        &self.0[i].0
+    }
+
+    /// A command run as user `i`, with no supplementary groups.
+    fn command(&self, i: usize, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.uid(self.0[i].1).gid(self.0[i].2);
+        c
+    }
+}
+
+impl Drop for Users {
+    fn drop(&mut self) {
+        for (name, _, _) in &self.0 {
+            let _ = Command::new("userdel").arg(name).output();
+        }
+    }
+}
+
+/// A daemon on a socket of its own, with a directory every user can read holding the
+/// client and the workloads (the build tree may sit under a directory only root enters).
+struct Daemon {
+    child: Child,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(name: &str, policy: &str) -> Daemon {
+        let dir = std::env::temp_dir().join(format!("wasmtap-svc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(wasmtap_bin(), dir.join("wasmtap")).unwrap();
+        std::fs::copy(workload("getppid_loop"), dir.join("getppid_loop")).unwrap();
+        std::fs::write(dir.join("policy.toml"), policy).unwrap();
+        let socket = dir.join("wasmtap.sock");
+        let child = wasmtap()
+            .args(["daemon", "--policy"])
+            .arg(dir.join("policy.toml"))
+            .arg("--socket")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the daemon");
+        let started = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "the daemon did not listen on {}", socket.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Daemon { child, dir, socket }
+    }
+
+    fn client(&self) -> PathBuf {
+        self.dir.join("wasmtap")
+    }
+
+    fn getppid_loop(&self) -> PathBuf {
+        self.dir.join("getppid_loop")
+    }
+
+    /// `wasmtap run ARGS` through the daemon, as user `i` of `users`, from the directory.
+    fn run(&self, users: &Users, i: usize, args: &[&str]) -> Command {
+        let mut c = users.command(i, &self.client());
+        c.current_dir(&self.dir).arg("run").args(args).arg("--daemon").arg(&self.socket);
+        c
+    }
+
+    /// The runs the daemon has started that are still running.
+    fn runs(&self) -> Vec<u32> {
+        let me = self.child.id();
+        let mut runs = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let parent = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if parent == Some(me) {
+                runs.push(pid);
+            }
+        }
+        runs
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY-free: SIGTERM through kill(1), then wait.
+        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn policy(users: &Users, names: &[usize]) -> String {
+    let list: Vec<String> = names.iter().map(|&i| format!("\"{}\"", users.name(i))).collect();
+    format!(
+        "[[tenant]]\nusers = [{}]          # these local users\nscope = \"own\"\nprobes = [\"syscall\", \"proc\", \"file\"]\nplugins = \"vetted\"\n",
+        list.join(", ")
+    )
+}
+
+/// A client started in the background, its output in files, ready once attached.
+struct Session {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Session {
+    fn start(mut cmd: Command, dir: &Path, name: &str) -> Session {
+        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
+        let child = cmd
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("start a client");
+        let s = Session { child, out, err };
+        let started = Instant::now();
+        while !std::fs::read_to_string(&s.err).unwrap_or_default().contains("Attached") {
+            assert!(started.elapsed() < Duration::from_secs(30), "{name} did not attach: {}", s.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    fn finish(mut self) -> (i32, String, String) {
+        let status = self.child.wait().unwrap();
+        (status.code().unwrap_or(-1), std::fs::read_to_string(&self.out).unwrap(), self.stderr())
+    }
+}
+
+#[test]
+fn two_tenants_each_see_exactly_their_own_processes_and_root_sees_both() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("iso", 2);
+    let d = Daemon::start("iso", &policy(&users, &[0, 1]));
+    // System-wide runs (no -p, no -c): the tenant's scope alone narrows them, in the
+    // kernel; syscount counts in the kernel, so this is the kernel aggregations' scope.
+    let args = ["syscount", "--param", "top=0", "-d", "5s"];
+    let a = Session::start(d.run(&users, 0, &args), &d.dir, "a");
+    let b = Session::start(d.run(&users, 1, &args), &d.dir, "b");
+    let mut root = Command::new(d.client());
+    root.current_dir(&d.dir).arg("run").args(args).arg("--daemon").arg(&d.socket);
+    let r = Session::start(root, &d.dir, "root");
+    for (i, n) in [(0, "100000"), (1, "60000")] {
+        let o = users.command(i, &d.getppid_loop()).arg(n).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let (code_a, out_a, err_a) = a.finish();
+    let (code_b, out_b, err_b) = b.finish();
+    let (code_r, out_r, err_r) = r.finish();
+    assert_eq!((code_a, code_b, code_r), (0, 0, 0), "{err_a}\n{err_b}\n{err_r}");
+    // Each tenant: exactly its own 100,000 or 60,000 calls, none of the other's.
+    assert_eq!(map_value(&out_a, "syscall", "getppid"), Some(100_000), "{out_a}");
+    assert_eq!(map_value(&out_b, "syscall", "getppid"), Some(60_000), "{out_b}");
+    // The other's calls are getppid_loop's as well: the exact counts are the proof that
+    // none crossed over (the other processes counted are the user's own: its client, and
+    // the forks that became its workloads).
+    // Root sees both.
+    let all = map_value(&out_r, "syscall", "getppid").unwrap_or(0);
+    assert!(all >= 160_000, "{out_r}");
+}
+
+#[test]
+fn a_tenants_command_is_counted_exactly_and_ends_the_session() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("cmd", 1);
+    let d = Daemon::start("cmd", &policy(&users, &[0]));
+    let cmd = format!("{} 50000", d.getppid_loop().display());
+    let o = run(d.run(&users, 0, &["syscount", "--param", "top=0", "-o", "json", "-c", &cmd]).current_dir(&d.dir));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&stdout(&o));
+    let map = lines.iter().find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some()).expect("@syscall");
+    assert_eq!(u(&map["data"]["@syscall"]["getppid"]), 50_000);
+    // The command ran as the user, from the user's side.
+    assert!(stderr(&o).contains("50000"), "{}", stderr(&o));
+    assert!(d.runs().is_empty(), "a run outlived its session: {:?}", d.runs());
+}
+
+#[test]
+fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rule() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("ref", 2);
+    // User 1 exists but is in no tenant.
+    let d = Daemon::start("ref", &policy(&users, &[0]));
+    let rule = format!("the rule at {}:1 (tenant[0])", d.dir.join("policy.toml").display());
+    let daemon_pid = d.child.id().to_string();
+    let cases: Vec<(usize, Vec<&str>, String)> = vec![
+        (0, vec!["syscount", "-p", "1"], format!("-p 1: pid 1 is the system's, which {rule} does not let user {} trace", users.name(0))),
+        (
+            0,
+            vec!["syscount", "-p", &daemon_pid],
+            format!("-p {daemon_pid}: process {daemon_pid} runs as uid 0, and {rule} (scope \"own\") lets user {} trace only its own processes", users.name(0)),
+        ),
+        (
+            0,
+            vec!["profile", "-d", "1s"],
+            format!("probe `profile:hz:99` is of class `profile`, which {rule} does not allow user {} (allowed: syscall, proc, file)", users.name(0)),
+        ),
+        (0, vec!["/tmp/plugin.wasm"], format!("plugin `/tmp/plugin.wasm`: {rule} lets user {} run vetted plugins only", users.name(0))),
+        (0, vec!["syscount", "--run-as", "root", "-c", "true"], "--run-as: through the daemon, a command runs as the user who starts it".into()),
+        (
+            1,
+            vec!["syscount"],
+            format!("user {} (uid {}) may not trace through this host's wasmtap daemon: no tenant of its policy", users.name(1), users.0[1].1),
+        ),
+    ];
+    for (i, args, expect) in cases {
+        let o = run(&mut d.run(&users, i, &args));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with(&format!("wasmtap: error: {expect}")), "{args:?}: expected {expect:?}, got {err:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    assert!(d.runs().is_empty(), "{:?}", d.runs());
+}
+
+#[test]
+fn a_client_killed_mid_run_ends_its_run_and_the_daemon_keeps_serving() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("kill", 1);
+    let d = Daemon::start("kill", &policy(&users, &[0]));
+    for round in 0..3 {
+        let mut s = Session::start(d.run(&users, 0, &["syscount", "-d", "60s"]), &d.dir, &format!("k{round}"));
+        assert_eq!(d.runs().len(), 1, "one run for the session");
+        s.child.kill().unwrap();
+        let _ = s.child.wait();
+        let started = Instant::now();
+        while !d.runs().is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(10), "the run outlived its client: {:?}", d.runs());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // Still serving, and nothing left behind: no run, no session.
+    let o = run(&mut d.run(&users, 0, &["syscount", "-d", "1s"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(users.command(0, &d.client()).args(["sessions", "--daemon"]).arg(&d.socket));
+    assert_eq!(stdout(&o).lines().count(), 1, "only the header: {}", stdout(&o));
+}
