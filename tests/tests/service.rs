@@ -234,7 +234,7 @@ fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rul
     let users = Users::make("ref", 2);
     // User 1 exists but is in no tenant.
     let d = Daemon::start("ref", &policy(&users, &[0]));
-    let rule = format!("the rule at {}:1 (tenant[0])", d.dir.join("policy.toml").display());
+    let rule = format!("tenant[0] of {}:1", d.dir.join("policy.toml").display());
     let daemon_pid = d.child.id().to_string();
     let cases: Vec<(usize, Vec<&str>, String)> = vec![
         (0, vec!["syscount", "-p", "1"], format!("-p 1: pid 1 is the system's, which {rule} does not let user {} trace", users.name(0))),
@@ -248,6 +248,7 @@ fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rul
             vec!["profile", "-d", "1s"],
             format!("probe `profile:hz:99` is of class `profile`, which {rule} does not allow user {} (allowed: syscall, proc, file)", users.name(0)),
         ),
+        (0, vec!["spin"], format!("plugin `spin`: {rule} lets user {} run vetted plugins only (execsnoop, ", users.name(0))),
         (0, vec!["/tmp/plugin.wasm"], format!("plugin `/tmp/plugin.wasm`: {rule} lets user {} run vetted plugins only", users.name(0))),
         (0, vec!["syscount", "--run-as", "root", "-c", "true"], "--run-as: through the daemon, a command runs as the user who starts it".into()),
         (

@@ -19,7 +19,7 @@ use crate::pipeline::{self, RunOptions, Tee};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::privilege;
 use crate::sandbox::Sandbox;
-use crate::service::tenant::TenantRule;
+use crate::service::tenant::{TenantRule, TENANT_KERNEL_CPU};
 use crate::sys::creds::User;
 use crate::sys::GatedChild;
 use crate::watchdog::{self, Doing, Watchdog};
@@ -42,7 +42,15 @@ fn trace(
 ) -> anyhow::Result<Outcome> {
     // Checked first, like any other bad input: nothing is loaded or started yet.
     let map_sizes = MapSizes::from_env()?;
-    let max_kernel_cpu = super::limits::parse_kernel_cpu(&trace.max_kernel_cpu)?;
+    let tenant: Option<TenantRule> = match &trace.tenant {
+        Some(json) => Some(serde_json::from_str(json).context("bad --tenant rule")?),
+        None => None,
+    };
+    let mut max_kernel_cpu = super::limits::parse_kernel_cpu(&trace.max_kernel_cpu)?;
+    if tenant.is_some() {
+        // A tenant's run keeps the overload guard, at most at its ceiling.
+        max_kernel_cpu = Some(max_kernel_cpu.map_or(TENANT_KERNEL_CPU, |v| v.min(TENANT_KERNEL_CPU)));
+    }
     let stall_timeout = super::limits::parse_watchdog(&common.watchdog)?;
     // The kernel's BTF takes longest to start: parse it while the plugins load.
     crate::collect::live::prefetch_loader();
@@ -60,10 +68,6 @@ fn trace(
     if let Some(path) = &output.flamegraph {
         created.add(path);
     }
-    let tenant: Option<TenantRule> = match &trace.tenant {
-        Some(json) => Some(serde_json::from_str(json).context("bad --tenant rule")?),
-        None => None,
-    };
     let cap = |l: crate::limits::Limits| match &tenant {
         Some(t) => t.cap(l),
         None => l,

@@ -60,4 +60,30 @@ pub fn available() -> Vec<String> {
 }
 
 /// The plugins shipped in `plugins/`.
-pub const VETTED: &[&str] = &["execsnoop", "profile", "syscount", "syslatency"];
+pub const VETTED: &[&str] = &[
+    "execsnoop",
+    "exitsnoop",
+    "forktime",
+    "openaggr",
+    "opensnoop",
+    "opentrace",
+    "proclife",
+    "profile",
+    "runqlat",
+    "syscalls",
+    "syscount",
+    "syslatency",
+    "wstat",
+];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn vetted_names_are_the_plugins_shipped() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
+        let mut shipped: Vec<String> =
+            std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        shipped.sort();
+        assert_eq!(shipped, super::VETTED);
+    }
+}

@@ -18,6 +18,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::tenant::TenantRule;
 use super::wire::{Ask, Frame, Kind, Reply, Request, SessionInfo, PROTOCOL};
+use crate::plugin::find::VETTED;
 use crate::policy::{PluginRule, Policy, Scope, Verdict};
 use crate::sys::creds;
 
@@ -294,7 +295,7 @@ fn check_run(
     }
     let where_ = |line: usize, i: usize| {
         let file = policy.source.as_ref().map_or_else(|| "policy".into(), |p| p.display().to_string());
-        format!("the rule at {file}:{line} (tenant[{i}])")
+        format!("tenant[{i}] of {file}:{line}")
     };
     let tenant = match verdict {
         Verdict::Tenant(t) => Some((*t, policy.tenants.iter().position(|x| std::ptr::eq(x, *t)).unwrap_or(0))),
@@ -306,16 +307,17 @@ fn check_run(
         None => "root".to_string(),
         Some((t, i)) => {
             let rule = where_(t.line, i);
-            if t.plugins == PluginRule::Vetted || shape.plugins.iter().any(|p| p.contains('/') || p.ends_with(".wasm"))
-            {
-                if let Some(p) = shape.plugins.iter().find(|p| p.contains('/') || p.ends_with(".wasm")) {
-                    let why = if t.plugins == PluginRule::Vetted {
-                        format!("{rule} lets user {} run vetted plugins only", peer.user)
-                    } else {
-                        "plugin files cannot be sent through the daemon yet; run a vetted plugin".to_string()
-                    };
-                    return Err(format!("plugin `{p}`: {why}"));
-                }
+            let is_file = |p: &str| p.contains('/') || p.ends_with(".wasm");
+            let refused =
+                |p: &&String| is_file(p) || (t.plugins == PluginRule::Vetted && !VETTED.contains(&p.as_str()));
+            if let Some(p) = shape.plugins.iter().find(refused) {
+                let why = if t.plugins == PluginRule::Vetted {
+                    format!("{rule} lets user {} run vetted plugins only ({})", peer.user, VETTED.join(", "))
+                } else {
+                    "plugin files cannot be sent through the daemon yet; run a plugin installed on this host"
+                        .to_string()
+                };
+                return Err(format!("plugin `{p}`: {why}"));
             }
             if shape.plugins.len() > t.quotas.plugins as usize {
                 return Err(format!(

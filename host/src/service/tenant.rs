@@ -11,6 +11,12 @@ use crate::collect::probes::ProbeSpec;
 use crate::limits::Limits;
 use crate::policy::{ProbeClass, Quotas, Scope};
 
+/// The longest a tenant's plugin may run in one call (`--deadline` up to this).
+pub const TENANT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+/// The most CPU the collectors of a tenant's run may use before the run is stopped
+/// (`--max-kernel-cpu` up to this, never off), in percent of one CPU.
+pub const TENANT_KERNEL_CPU: u32 = 100;
+
 /// A tenant's rule, as one run enforces it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -117,6 +123,7 @@ impl TenantRule {
         limits.memory_bytes = limits.memory_bytes.min((self.memory_mib as usize) << 20);
         limits.cpu_ms_per_sec = limits.cpu_ms_per_sec.min(u64::from(self.cpu_percent) * 10);
         limits.output_bytes_per_sec = limits.output_bytes_per_sec.min(self.output_kib_per_sec << 10);
+        limits.deadline = limits.deadline.min(TENANT_DEADLINE);
         limits.kernel_symbols &= self.kernel_addresses;
         limits
     }
