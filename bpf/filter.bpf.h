@@ -19,6 +19,7 @@ const volatile __u32 cfg_meter_tgid = 0;
 const volatile __u32 cfg_filter_targets = 0;  /* only tgids in TARGETS */
 const volatile __u32 cfg_follow_children = 0; /* forks of a target become targets */
 const volatile __u32 cfg_filter_uids = 0;
+const volatile __u32 cfg_filter_euid = 0;     /* the effective uid must be in UIDS too */
 const volatile __u32 cfg_filter_comms = 0;
 const volatile __u32 cfg_filter_cgroups = 0;  /* only tasks in or below a cgroup of CGROUPS */
 const volatile __u32 cfg_cgroup_levels = 0;   /* deepest level of a cgroup in CGROUPS */
@@ -212,6 +213,13 @@ static __always_inline int wt_in_scope(__u32 tgid)
 
 		if (!bpf_map_lookup_elem(&UIDS, &uid))
 			return 0;
+		if (cfg_filter_euid) {
+			struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+			__u32 euid = BPF_CORE_READ(task, cred, euid.val);
+
+			if (euid != uid && !bpf_map_lookup_elem(&UIDS, &euid))
+				return 0;
+		}
 	}
 	if (cfg_filter_comms) {
 		struct wt_comm_key k = {};

@@ -156,3 +156,12 @@ fn no_file_is_root_only_and_an_unreadable_one_is_named() {
     let err = Policy::load(Path::new("/proc/self/mem")).unwrap_err().to_string();
     assert!(err.starts_with("cannot read the policy /proc/self/mem: "), "{err}");
 }
+
+#[test]
+fn the_shipped_example_policy_holds() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dist/policy.toml");
+    let p = Policy::parse(&path, &std::fs::read_to_string(&path).unwrap(), &Fake).unwrap();
+    assert_eq!(p.socket, Path::new(DEFAULT_SOCKET));
+    assert_eq!(p.tenants.len(), 1);
+    assert_eq!(p.tenants[0].scope, Scope::Own);
+}

@@ -81,6 +81,7 @@ impl TenantRule {
                     Some(asked) => asked.into_iter().filter(|u| u == uid).collect(),
                     None => vec![*uid],
                 });
+                filter.effective_uids = true;
             }
             Some(TenantScope::Cgroups(dirs)) => {
                 let mut delegated = Vec::new();

@@ -52,6 +52,7 @@ pub(super) struct Globals {
     pub(super) targets: u32,
     pub(super) follow: u32,
     pub(super) uids: u32,
+    pub(super) euid: u32,
     pub(super) comms: u32,
     pub(super) cgroups: u32,
     pub(super) levels: u32,
@@ -70,6 +71,7 @@ impl Globals {
             targets: flag(f.targets.is_some()),
             follow: flag(f.follow_children),
             uids: flag(f.uids.is_some()),
+            euid: flag(f.uids.is_some() && f.effective_uids),
             comms: flag(f.comms.is_some()),
             cgroups: flag(f.cgroups.is_some()),
             levels: f.cgroups.iter().flatten().map(|(_, level)| *level).max().unwrap_or(0),
@@ -98,6 +100,7 @@ pub(super) fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals
         .override_global("cfg_filter_targets", &g.targets, true)
         .override_global("cfg_follow_children", &g.follow, true)
         .override_global("cfg_filter_uids", &g.uids, true)
+        .override_global("cfg_filter_euid", &g.euid, true)
         .override_global("cfg_filter_comms", &g.comms, true)
         .override_global("cfg_filter_syscalls", &g.syscalls, false)
         .override_global("cfg_filter_args", &g.args, false)

@@ -70,6 +70,9 @@ pub struct KernelFilter {
     pub targets: Option<Vec<u32>>,
     pub follow_children: bool,
     pub uids: Option<Vec<u32>>,
+    /// The effective uid must be in `uids` too, not only the real one (a tenant's scope:
+    /// a setuid program the user starts is not the user's to trace).
+    pub effective_uids: bool,
     pub comms: Option<Vec<String>>,
     /// cgroup ids with their levels: tasks in them or below them.
     pub cgroups: Option<Vec<(u64, u32)>>,
