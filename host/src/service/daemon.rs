@@ -453,8 +453,17 @@ async fn session(
     let (mut out_open, mut err_open, mut client_open) = (true, true, true);
     let (mut obuf, mut ebuf) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
     let mut abuf = [0u8; 1];
+    // Once the client is gone, the run has this long to end on SIGTERM before SIGKILL.
+    let mut kill_at: Option<tokio::time::Instant> = None;
     while out_open || err_open {
+        if !client_open && kill_at.is_none() {
+            kill_at = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+        }
         tokio::select! {
+            _ = tokio::time::sleep_until(kill_at.unwrap_or_else(tokio::time::Instant::now)), if kill_at.is_some() => {
+                let _ = child.start_kill();
+                break;
+            },
             n = out.read(&mut obuf), if out_open => match n {
                 Ok(0) | Err(_) => out_open = false,
                 Ok(n) => if write(&mut wr, &Frame { kind: Kind::Stdout, payload: obuf[..n].to_vec() }).await.is_err() {
