@@ -102,6 +102,13 @@ pub fn drop_after_attach(keep: u64) -> Result<u64, PrivilegeError> {
     creds::restrict_all_threads(keep).map_err(PrivilegeError::Drop)
 }
 
+/// [`drop_after_attach`] for a tenant's run: every thread also becomes the tenant's user
+/// (uid, gid), so the plugins run with no capability, `no_new_privs`, and no more rights
+/// than the user who asked (who cannot ptrace the run: the switch leaves it undumpable).
+pub fn drop_to_user_after_attach(uid: u32, gid: u32) -> Result<(), PrivilegeError> {
+    creds::restrict_all_threads_as(0, Some((uid, gid))).map(|_| ()).map_err(PrivilegeError::Drop)
+}
+
 /// Whether the dispatch thread is confined by its seccomp filter after attach: yes, unless
 /// `WASMTAP_SECCOMP=off` (to tell whether the filter is behind a problem).
 pub fn seccomp_wanted() -> bool {

@@ -282,7 +282,7 @@ fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rul
 }
 
 #[test]
-fn a_client_killed_mid_run_ends_its_run_and_the_daemon_keeps_serving() {
+fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
     if !require_root() {
         return;
     }
@@ -291,7 +291,36 @@ fn a_client_killed_mid_run_ends_its_run_and_the_daemon_keeps_serving() {
     let d = Daemon::start("kill", &policy(&users, &[0]));
     for round in 0..3 {
         let mut s = Session::start(d.run(&users, 0, &["syscount", "-d", "60s"]), &d.dir, &format!("k{round}"));
-        assert_eq!(d.runs().len(), 1, "one run for the session");
+        let runs = d.runs();
+        assert_eq!(runs.len(), 1, "one run for the session");
+        if round == 0 {
+            // Attached, the run is the tenant: its uid, no capability, no way to gain one,
+            // and the plugins' thread under seccomp.
+            let status = std::fs::read_to_string(format!("/proc/{}/status", runs[0])).unwrap();
+            let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_string();
+            let uid = users.0[0].1.to_string();
+            assert!(field("Uid:").split_whitespace().all(|u| u == uid), "{status}");
+            assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
+            assert_eq!(field("CapPrm:"), "0000000000000000", "{status}");
+            assert_eq!(field("NoNewPrivs:"), "1", "{status}");
+            assert_eq!(field("Seccomp:"), "2", "{status}");
+            // In a cgroup of its own with the quota's memory: 384 MiB for the host and
+            // 64 MiB for its one plugin (cgroup v2 where it has the memory controller,
+            // else v1, as on this machine class).
+            let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", runs[0])).unwrap();
+            let limit = match cgroups.lines().find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string())) {
+                Some(path) => std::fs::read_to_string(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")),
+                None => {
+                    let path = cgroups.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("");
+                    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+                    let v2 = mounts.lines().find(|l| l.split_whitespace().nth(2) == Some("cgroup2")).unwrap();
+                    let root = v2.split_whitespace().nth(1).unwrap();
+                    std::fs::read_to_string(format!("{root}{path}/memory.max"))
+                }
+            };
+            assert!(cgroups.contains("/wasmtap/session-"), "{cgroups}");
+            assert_eq!(limit.unwrap().trim(), ((384u64 + 64) << 20).to_string(), "{cgroups}");
+        }
         s.child.kill().unwrap();
         let _ = s.child.wait();
         let started = Instant::now();

@@ -109,6 +109,9 @@ pub struct TraceArgs {
     /// Set by the daemon: write one byte to stdin (a socket) once attached.
     #[arg(long, hide = true)]
     attached_to_stdin: bool,
+    /// Set by the daemon: join this cgroup directory before anything else (repeatable).
+    #[arg(long, hide = true, value_name = "DIR")]
+    cgroup: Vec<PathBuf>,
 }
 
 /// How results are written (`run`, `replay`).

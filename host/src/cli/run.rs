@@ -40,6 +40,8 @@ fn trace(
     output: &OutputArgs,
     record_to: Option<&std::path::Path>,
 ) -> anyhow::Result<Outcome> {
+    // A tenant's run joins its session's cgroup while it has one thread.
+    crate::service::cgroup::join(&trace.cgroup)?;
     // Checked first, like any other bad input: nothing is loaded or started yet.
     let map_sizes = MapSizes::from_env()?;
     let tenant: Option<TenantRule> = match &trace.tenant {
@@ -173,7 +175,13 @@ fn trace(
         privilege::prepare_dispatch_thread();
         live.prepare_reads();
     }
-    privilege::drop_after_attach(privilege::keep_after_attach(plugins.table.has_addresses(), other_user))?;
+    match &tenant {
+        // A tenant's plugins run as the tenant, with nothing more.
+        Some(t) => privilege::drop_to_user_after_attach(t.uid, t.gid)?,
+        None => {
+            privilege::drop_after_attach(privilege::keep_after_attach(plugins.table.has_addresses(), other_user))?;
+        }
+    }
     if confine {
         privilege::confine_dispatch_thread(child.as_ref().map(GatedChild::pid))?;
     }

@@ -280,7 +280,9 @@ fn measure(mut helper: Meter, state: &Mutex<State>, stopped: &Receiver<()>) {
 /// one line out asks for a window, one line back answers it.
 pub struct Meter {
     child: std::process::Child,
-    to: std::process::ChildStdin,
+    /// Closed first when it is dropped: the process ends at the end of its input, which
+    /// a host that has become a tenant's user (and may not signal it) can still cause.
+    to: Option<std::process::ChildStdin>,
     from: std::io::BufReader<std::process::ChildStdout>,
 }
 
@@ -309,21 +311,23 @@ impl Meter {
             (Some(to), Some(from)) => (to, std::io::BufReader::new(from)),
             _ => return Err(std::io::Error::other("no pipes to the measuring process")),
         };
-        Ok(Meter { child, to, from })
+        Ok(Meter { child, to: Some(to), from })
     }
 
     /// Tell it the kernel's ids of the programs to measure.
     fn name(&mut self, programs: &[Program]) -> std::io::Result<()> {
         use std::io::Write;
         let ids: Vec<String> = programs.iter().map(|p| p.id.to_string()).collect();
-        writeln!(self.to, "{}", ids.join(" ")).and_then(|()| self.to.flush())
+        let to = self.to.as_mut().ok_or_else(|| std::io::Error::other("closed"))?;
+        writeln!(to, "{}", ids.join(" ")).and_then(|()| to.flush())
     }
 
     /// One window: the readings before and after it, and its wall time.
     #[allow(clippy::type_complexity, reason = "two reading lists and a duration, unpacked at once by the caller")]
     fn window(&mut self) -> Result<(Vec<Option<Reading>>, Vec<Option<Reading>>, Duration), String> {
         use std::io::{BufRead, Write};
-        self.to.write_all(b"w\n").and_then(|()| self.to.flush()).map_err(|e| format!("asking: {e}"))?;
+        let to = self.to.as_mut().ok_or("asking: closed")?;
+        to.write_all(b"w\n").and_then(|()| to.flush()).map_err(|e| format!("asking: {e}"))?;
         let mut line = String::new();
         match self.from.read_line(&mut line) {
             Ok(0) => Err("the measuring process ended".into()),
@@ -335,6 +339,7 @@ impl Meter {
 
 impl Drop for Meter {
     fn drop(&mut self) {
+        drop(self.to.take());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -16,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 
+use super::cgroup::{Quota, SessionCgroup};
 use super::tenant::TenantRule;
 use super::wire::{Ask, Frame, Kind, Reply, Request, SessionInfo, PROTOCOL};
 use crate::plugin::find::VETTED;
@@ -186,6 +187,8 @@ impl State {
 /// Who is on the other end: from the socket, never from the client's word.
 struct Peer {
     uid: u32,
+    /// The user's primary group (from the password database, else the socket's).
+    gid: u32,
     pid: u32,
     user: String,
     groups: Vec<u32>,
@@ -216,11 +219,11 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
         Err(_) => return refuse(&mut wr, "no hello within 10 s".into()).await,
     };
     let uid = cred.uid();
-    let (user, groups) = match creds::user_with_uid(uid) {
-        Ok(Some(u)) => (u.name, u.groups),
-        _ => (uid.to_string(), vec![cred.gid()]),
+    let (user, gid, groups) = match creds::user_with_uid(uid) {
+        Ok(Some(u)) => (u.name, u.gid, u.groups),
+        _ => (uid.to_string(), cred.gid(), vec![cred.gid()]),
     };
-    let peer = Peer { uid, pid: cred.pid().unwrap_or(0) as u32, user, groups };
+    let peer = Peer { uid, gid, pid: cred.pid().unwrap_or(0) as u32, user, groups };
     let policy = state.policy();
     let verdict = policy.verdict(peer.uid, &peer.groups);
     if verdict == Verdict::Refused {
@@ -269,6 +272,8 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
 struct Agreed {
     argv: Vec<String>,
     rule: String,
+    /// The cgroup limits of a tenant's run (none for root's).
+    quota: Option<Quota>,
 }
 
 /// Check a run request against the policy; the refusal names the rule.
@@ -282,7 +287,9 @@ fn check_run(
 ) -> Result<Agreed, String> {
     let shape = (state.parse_run)(args)?;
     if shape.daemon_flags {
-        return Err("flags --tenant, --follow, --attached-to-stdin and --daemon are the daemon's to set".into());
+        return Err(
+            "flags --tenant, --follow, --attached-to-stdin, --cgroup and --daemon are the daemon's to set".into()
+        );
     }
     if shape.command {
         return Err("-c is started by the client, as its user: use a wasmtap of the daemon's version".into());
@@ -303,6 +310,7 @@ fn check_run(
     };
     let mut argv = vec!["run".to_string()];
     argv.extend(args.iter().cloned());
+    let mut quota = None;
     let rule = match tenant {
         None => "root".to_string(),
         Some((t, i)) => {
@@ -337,10 +345,18 @@ fn check_run(
                 check_pid(pid, &t.scope, peer, &rule)?;
             }
             let probes: Vec<_> = t.probes.iter().cloned().collect();
-            let tr =
-                TenantRule::new(&peer.user, peer.uid, rule.clone(), &t.scope, &probes, t.kernel_addresses, &t.quotas);
+            let tr = TenantRule::new(
+                (&peer.user, peer.uid, peer.gid),
+                rule.clone(),
+                &t.scope,
+                &probes,
+                t.kernel_addresses,
+                &t.quotas,
+            );
             argv.push("--tenant".into());
             argv.push(serde_json::to_string(&tr).map_err(|e| e.to_string())?);
+            let plugins = shape.plugins.len().max(1) as u64;
+            quota = Some(Quota::for_plugins(plugins, u64::from(t.quotas.memory_mib), u64::from(t.quotas.cpu_percent)));
             rule
         }
     };
@@ -351,7 +367,7 @@ fn check_run(
         argv.extend(["-p".to_string(), pid.to_string(), "--follow".to_string()]);
     }
     argv.push("--attached-to-stdin".into());
-    Ok(Agreed { argv, rule })
+    Ok(Agreed { argv, rule, quota })
 }
 
 /// `-p PID` of a tenant: a process within its scope, and never pid 1.
@@ -424,12 +440,29 @@ async fn session(
     };
     state.sessions().insert(id, Session { info, run_pid: None });
     let _forget = Forget { state: state.clone(), id };
+    // A tenant's run goes into a cgroup of its own, limited by the quotas: the kernel
+    // holds it to them. The run joins it first thing, before it starts a thread (a
+    // real-time thread could not join a v1 cpu cgroup later).
+    let mut argv = agreed.argv.clone();
+    let _cgroup = match agreed.quota {
+        Some(quota) => match SessionCgroup::create(id, quota) {
+            Ok(cg) => {
+                for dir in cg.dirs() {
+                    argv.push("--cgroup".into());
+                    argv.push(dir.display().to_string());
+                }
+                Some(cg)
+            }
+            Err(e) => return refuse(&mut wr, format!("cannot hold the run to its quotas in a cgroup: {e}")).await,
+        },
+        None => None,
+    };
     let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
         Ok(pair) => pair,
         Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
     };
     let spawned = tokio::process::Command::new(&state.exe)
-        .args(&agreed.argv)
+        .args(&argv)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

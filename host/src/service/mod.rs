@@ -7,14 +7,18 @@
 //!   checks of each request, and one run per session, started with the tenant's rule.
 //! - `client.rs`: the same CLI for everyone: a user's `wasmtap run` through the daemon,
 //!   with its `-c` command started by the user, held until the run is attached.
+//! - `cgroup.rs`: a session's cgroup (v2, or v1 on hybrid hosts) with the quotas' memory
+//!   and CPU limits.
 //! - `tenant.rs`: the rule a tenant's run enforces: its scope ANDed into every kernel
 //!   filter, its probe classes, its quotas as caps on the plugins' limits.
 //!
 //! Each session's run is today a child process of the daemon (`wasmtap run` with the
 //! tenant's rule), so that everything a run does is the same through the daemon as
-//! without it. Its plugins run in that process, as in a direct run: after attaching it
-//! drops its capabilities and confines its dispatch thread with seccomp.
+//! without it. A tenant's run is confined: in a cgroup of its own with the quotas' memory
+//! and CPU limits, and once attached it becomes the tenant's user with no capability and
+//! `no_new_privs`, its dispatch thread under seccomp, before any plugin event runs.
 
+pub mod cgroup;
 pub mod client;
 pub mod daemon;
 pub mod tenant;

@@ -24,6 +24,8 @@ pub struct TenantRule {
     /// The user, for messages.
     pub user: String,
     pub uid: u32,
+    /// The user's primary group: the run becomes (uid, gid) once attached.
+    pub gid: u32,
     /// Where the rule is written (`policy.toml:12, tenant[1]`), for messages.
     pub rule: String,
     /// `None`: every process (admins, scope "all").
@@ -47,8 +49,7 @@ pub enum TenantScope {
 
 impl TenantRule {
     pub fn new(
-        user: &str,
-        uid: u32,
+        (user, uid, gid): (&str, u32, u32),
         rule: String,
         scope: &Scope,
         probes: &[ProbeClass],
@@ -58,6 +59,7 @@ impl TenantRule {
         TenantRule {
             user: user.to_string(),
             uid,
+            gid,
             rule,
             scope: match scope {
                 Scope::Own => Some(TenantScope::Uid(uid)),

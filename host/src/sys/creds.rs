@@ -57,6 +57,9 @@ pub fn effective_caps() -> io::Result<u64> {
 
 /// What every thread keeps, read by [`restrict_this_thread`] in the signal handler.
 static KEEP: AtomicU64 = AtomicU64::new(0);
+/// The user every thread becomes (uid in the low half, gid in the high), or `NO_SWITCH`.
+static BECOME: AtomicU64 = AtomicU64::new(NO_SWITCH);
+const NO_SWITCH: u64 = u64::MAX;
 
 /// Reduce the calling thread to the capabilities in `keep` (which it must hold), empty
 /// its bounding and ambient sets and set `no_new_privs`. Only raw system calls, so a
@@ -68,6 +71,22 @@ fn restrict_this_thread(keep: u64) -> bool {
         if keep & (1 << cap) == 0 {
             // SAFETY: prctl with integer arguments only.
             unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        }
+    }
+    // Then the user, while CAP_SETUID and CAP_SETGID are still held: once every uid is
+    // not 0 the kernel clears the permitted and effective sets on its own.
+    let user_to_be = BECOME.load(Ordering::SeqCst);
+    if user_to_be != NO_SWITCH {
+        let (uid, gid) = (user_to_be as u32, (user_to_be >> 32) as u32);
+        let groups = [gid as libc::gid_t];
+        // SAFETY: raw set*id calls with integers and a valid one-element array.
+        let switched = unsafe {
+            libc::syscall(libc::SYS_setgroups, 1, groups.as_ptr()) == 0
+                && libc::syscall(libc::SYS_setresgid, gid, gid, gid) == 0
+                && libc::syscall(libc::SYS_setresuid, uid, uid, uid) == 0
+        };
+        if !switched {
+            return false;
         }
     }
     let mut header = CapHeader { version: CAP_VERSION_3, pid: 0 };
@@ -96,9 +115,17 @@ fn restrict_signal() -> libc::c_int {
 /// Other threads are signalled to do it themselves, then checked in `/proc` until each
 /// shows the reduced set, so none is left holding more.
 pub fn restrict_all_threads(keep: u64) -> io::Result<u64> {
+    restrict_all_threads_as(keep, None)
+}
+
+/// [`restrict_all_threads`], and every thread becomes user `user_to_be` (uid, gid; no
+/// supplementary groups but the gid) first. Capabilities cannot outlive the switch to a
+/// uid that is not 0, so nothing is kept then.
+pub fn restrict_all_threads_as(keep: u64, user_to_be: Option<(u32, u32)>) -> io::Result<u64> {
     let (effective, _) = caps_of_this_thread()?;
-    let keep = keep & effective;
+    let keep = if user_to_be.is_some_and(|(uid, _)| uid != 0) { 0 } else { keep & effective };
     KEEP.store(keep, Ordering::SeqCst);
+    BECOME.store(user_to_be.map_or(NO_SWITCH, |(uid, gid)| u64::from(uid) | (u64::from(gid) << 32)), Ordering::SeqCst);
     // SAFETY: a zeroed sigaction with a handler that only makes raw system calls and
     // reads an atomic: async-signal-safe. SA_RESTART resumes the calls it interrupts.
     unsafe {
@@ -146,7 +173,15 @@ fn task_restricted(tid: i32, keep: u64) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")) else { return true };
     let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
     let caps = |name: &str| field(name).and_then(|v| u64::from_str_radix(v, 16).ok());
-    caps("CapEff:") == Some(keep) && caps("CapPrm:") == Some(keep) && field("NoNewPrivs:") == Some("1")
+    let user_to_be = BECOME.load(Ordering::SeqCst);
+    let user = user_to_be == NO_SWITCH || {
+        let ids = |name: &str| -> Vec<u32> {
+            field(name).map(|v| v.split_whitespace().filter_map(|x| x.parse().ok()).collect()).unwrap_or_default()
+        };
+        ids("Uid:").iter().all(|&u| u == user_to_be as u32)
+            && ids("Gid:").iter().all(|&g| g == (user_to_be >> 32) as u32)
+    };
+    caps("CapEff:") == Some(keep) && caps("CapPrm:") == Some(keep) && field("NoNewPrivs:") == Some("1") && user
 }
 
 /// The real and effective uid of this process.
