@@ -296,9 +296,22 @@ fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
         if round == 0 {
             // Attached, the run is the tenant: its uid, no capability, no way to gain one,
             // and the plugins' thread under seccomp.
-            let status = std::fs::read_to_string(format!("/proc/{}/status", runs[0])).unwrap();
-            let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_string();
+            // (It says "Attached" just before it gives up root: wait for the switch and the
+            // filter, 5 s at most.)
             let uid = users.0[0].1.to_string();
+            let started = Instant::now();
+            let status = loop {
+                let status = std::fs::read_to_string(format!("/proc/{}/status", runs[0])).unwrap();
+                let has = |prefix: &str, value: &str| {
+                    status.lines().any(|l| l.starts_with(prefix) && l.split_whitespace().nth(1) == Some(value))
+                };
+                let switched = has("Uid:", &uid) && has("Seccomp:", "2");
+                if switched || started.elapsed() > Duration::from_secs(5) {
+                    break status;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_string();
             assert!(field("Uid:").split_whitespace().all(|u| u == uid), "{status}");
             assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
             assert_eq!(field("CapPrm:"), "0000000000000000", "{status}");
@@ -334,4 +347,70 @@ fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = run(users.command(0, &d.client()).args(["sessions", "--daemon"]).arg(&d.socket));
     assert_eq!(stdout(&o).lines().count(), 1, "only the header: {}", stdout(&o));
+}
+
+/// A fresh cgroup v2 directory, removed when dropped.
+struct Cgroup(PathBuf);
+
+impl Cgroup {
+    fn make(name: &str) -> Cgroup {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let v2 = mounts.lines().find(|l| l.split_whitespace().nth(2) == Some("cgroup2")).expect("cgroup v2 mounted");
+        let dir = Path::new(v2.split_whitespace().nth(1).unwrap()).join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        Cgroup(dir)
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn a_tenant_delegated_a_cgroup_sees_exactly_what_runs_there_and_kernel_stacks_need_the_right() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("cg", 1);
+    let cg = Cgroup::make("wasmtap-delegated");
+    let policy = format!(
+        "[[tenant]]\nusers = [\"{}\"]\nscope = \"cgroups\"\ncgroups = [\"{}\"]\nprobes = [\"syscall\", \"profile\"]\n",
+        users.name(0),
+        cg.0.display()
+    );
+    let d = Daemon::start("cg", &policy);
+    let rule = format!("tenant[0] of {}:1", d.dir.join("policy.toml").display());
+    // Refused: a process outside the delegation, and kernel stacks without the right.
+    let daemon_pid = d.child.id().to_string();
+    let o = run(&mut d.run(&users, 0, &["syscount", "-p", &daemon_pid]));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let outside = format!("wasmtap: error: -p {daemon_pid}: process {daemon_pid} is in cgroup ");
+    assert!(err.starts_with(&outside), "{err}");
+    assert!(err.contains(&format!(", outside the cgroups {rule} delegates to user {}", users.name(0))), "{err}");
+    let o = run(&mut d.run(&users, 0, &["profile", "-d", "1s"]));
+    let expect =
+        format!("wasmtap: error: a plugin asks for kernel stacks, which {rule} does not allow user {}", users.name(0));
+    assert!(stderr(&o).starts_with(&expect), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2));
+    // System-wide, the tenant sees exactly the 40,000 calls made inside its cgroup (by
+    // root, even), and none of the 60,000 made outside it.
+    let s = Session::start(d.run(&users, 0, &["syscount", "--param", "top=0", "-d", "4s"]), &d.dir, "cg");
+    let inside = format!("echo $$ > {}/cgroup.procs && exec {} 40000", cg.0.display(), d.getppid_loop().display());
+    let o = Command::new("sh").args(["-c", &inside]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = Command::new(d.getppid_loop()).arg("60000").output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (code, out, err) = s.finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(map_value(&out, "syscall", "getppid"), Some(40_000), "{out}");
 }

@@ -157,9 +157,6 @@ fn trace(
         }
     }
     out.flush();
-    if trace.attached_to_stdin {
-        tell_attached();
-    }
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -184,6 +181,10 @@ fn trace(
     }
     if confine {
         privilege::confine_dispatch_thread(child.as_ref().map(GatedChild::pid))?;
+    }
+    // The daemon's client releases its held command now: the run is confined already.
+    if trace.attached_to_stdin {
+        tell_attached();
     }
     created.keep();
     let opts =
