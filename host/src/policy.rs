@@ -249,20 +249,19 @@ impl Policy {
             let key = |k: &str| format!("tenant[{i}].{k}");
             let line = line_of(text, t.span().start);
             let t = t.into_inner();
-            let mut users = Vec::new();
-            for u in t.users.iter().flatten() {
-                let id = names
-                    .user(u.get_ref())
-                    .ok_or_else(|| at(u.span(), key("users"), format!("no user `{}` on this host", u.get_ref())))?;
-                users.push(Named { name: u.get_ref().clone(), id });
-            }
-            let mut groups = Vec::new();
-            for g in t.groups.iter().flatten() {
-                let id = names
-                    .group(g.get_ref())
-                    .ok_or_else(|| at(g.span(), key("groups"), format!("no group `{}` on this host", g.get_ref())))?;
-                groups.push(Named { name: g.get_ref().clone(), id });
-            }
+            // Every name resolved against this host's databases, or refused with its line.
+            let resolve =
+                |list: &Option<Vec<Spanned<String>>>, field: &str, what: &str, find: &dyn Fn(&str) -> Option<u32>| {
+                    list.iter()
+                        .flatten()
+                        .map(|n| match find(n.get_ref()) {
+                            Some(id) => Ok(Named { name: n.get_ref().clone(), id }),
+                            None => Err(at(n.span(), key(field), format!("no {what} `{}` on this host", n.get_ref()))),
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                };
+            let users = resolve(&t.users, "users", "user", &|n| names.user(n))?;
+            let groups = resolve(&t.groups, "groups", "group", &|n| names.group(n))?;
             if users.is_empty() && groups.is_empty() {
                 return Err(PolicyError::At {
                     path: path.into(),

@@ -44,8 +44,7 @@ pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>) -> anyhow::R
         let (stream, stop, done) = (stream.try_clone()?, stop.clone(), done.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                let exited = command_pid
-                    .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists() || zombie(pid));
+                let exited = command_pid.is_some_and(zombie);
                 if stop.load(Ordering::Relaxed) || exited {
                     let _ = send(&stream, &Request::Stop);
                     return;
@@ -63,7 +62,7 @@ pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>) -> anyhow::R
     ended
 }
 
-/// Whether `pid` (our child) has exited and waits to be reaped.
+/// Whether `pid` (our child) has exited: it waits to be reaped, or is gone.
 fn zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -50,7 +51,7 @@ struct State {
     policy_path: PathBuf,
     policy: Mutex<Arc<Policy>>,
     sessions: Mutex<BTreeMap<u64, Session>>,
-    next_id: Mutex<u64>,
+    next_id: AtomicU64,
     parse_run: ParseRun,
     exe: PathBuf,
 }
@@ -74,7 +75,7 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
         policy_path: opts.policy.clone(),
         policy: Mutex::new(Arc::new(policy)),
         sessions: Mutex::default(),
-        next_id: Mutex::new(1),
+        next_id: AtomicU64::new(1),
         parse_run: opts.parse_run,
         exe,
     });
@@ -424,12 +425,7 @@ async fn session(
     mut frames: Frames,
     mut wr: OwnedWriteHalf,
 ) {
-    let id = {
-        let mut next = state.next_id.lock().unwrap_or_else(|e| e.into_inner());
-        let id = *next;
-        *next += 1;
-        id
-    };
+    let id = state.next_id.fetch_add(1, Ordering::Relaxed);
     let info = SessionInfo {
         id,
         user: peer.user.clone(),
