@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """wasmtap against bpftrace: overhead, streaming, start-up and memory, in one command.
 
-    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro]
+    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro] [--workloads W1,W5]
 
 Needs `./x build` first and bpftrace (Debian's, `apt-get install bpftrace`). Every measure
 runs the same workload with no tracer, under bpftrace and under wasmtap, alternating
@@ -188,11 +188,13 @@ def hist_total(text, header):
     return total
 
 
-def overhead(rounds, quick):
+def overhead(rounds, quick, workloads):
     """Added ns per operation of each tool on each workload, with counts checked."""
     rows = []
     notes = []
     for wname, binary, full, per_op in WORKLOADS:
+        if wname not in workloads:
+            continue
         arg = max(1, full // 10) if quick else full
         comm = binary[:15]
         # top=0: every process, as bpftrace prints them all (the default top 10 leaves out a
@@ -402,7 +404,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a tenth of each workload, 1 round where unset")
     ap.add_argument("--only", default="overhead,streaming,startup,micro")
+    ap.add_argument("--workloads", default=",".join(w[0] for w in WORKLOADS),
+                    help="the overhead section's workloads, e.g. W1,W5")
     a = ap.parse_args()
+    unknown = set(a.workloads.split(",")) - {w[0] for w in WORKLOADS}
+    if unknown:
+        sys.exit(f"bench/run.py: unknown workload {', '.join(sorted(unknown))} (W1 to W5)")
     if os.geteuid() != 0:
         sys.exit("bench/run.py needs root (BPF)")
     build()
@@ -410,7 +417,7 @@ def main():
     print("# wasmtap vs bpftrace\n")
     print(f"Machine: {machine()}. {time.strftime('%Y-%m-%d')}. {a.rounds} rounds, alternating.")
     if "overhead" in only:
-        overhead(a.rounds, a.quick)
+        overhead(a.rounds, a.quick, set(a.workloads.split(",")))
     if "streaming" in only:
         streaming(a.quick)
     if "startup" in only:

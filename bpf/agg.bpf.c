@@ -7,7 +7,8 @@
  * start event and an end event matched by a key (the thread, or a field such as a
  * request pointer). Values go to a per-CPU hash that the host reads and sums, or, for
  * keys that are small integers (a syscall number, a bucket, no key at all), to a slot
- * of a per-CPU array: no key to build and hash.
+ * of a per-CPU array: no key to build and hash; keyed by the comm alone, to a slot of
+ * a per-CPU array by the comm's index.
  *
  * Sites: the sys_enter and sys_exit programs (raw tracepoints) are sites 0
  * and 1; every other tracepoint is attached with its site number as the cookie.
@@ -41,14 +42,46 @@ struct {
 	__type(value, struct wt_agg_value);
 } AGG_ARRAY SEC(".maps");
 
-/* Values keyed by the comm alone (WT_SLOTS_COMM): the key of bpftrace's @[comm], 20
- * bytes to hash and compare where AGG_VALUES's is 56. */
+/* Values keyed by the comm alone (WT_SLOTS_COMM), the key of bpftrace's @[comm]: each
+ * (aggregation, comm) is given an index the first time it is seen (AGG_COMM_IDS, from
+ * the counter AGG_COMM_NEXT), and its values are that slot of the per-CPU array
+ * AGG_COMM_VALUES. Each CPU remembers the last comm it counted for an aggregation and
+ * its index (AGG_COMM_LAST), so a thread making call after call finds its slot with no
+ * hash at all. An index is never moved or given to another comm, so values only grow
+ * in place and a read is exact. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 8192);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, WT_AGG_COMMS);
 	__type(key, struct wt_agg_comm_key);
+	__type(value, __u32);
+} AGG_COMM_IDS SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WT_AGG_COMMS);
+	__type(key, __u32);
 	__type(value, struct wt_agg_value);
-} AGG_COMMS SEC(".maps");
+} AGG_COMM_VALUES SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} AGG_COMM_NEXT SEC(".maps");
+
+struct wt_agg_comm_last {
+	__u32 agg;
+	__u32 idx; /* the index + 1; 0: none yet */
+	__u64 comm[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WT_AGG_COMM_LAST);
+	__type(key, __u32);
+	__type(value, struct wt_agg_comm_last);
+} AGG_COMM_LAST SEC(".maps");
 
 /* Start times of intervals, by aggregation and correlation key; 0 once ended. Not an
  * LRU map: an LRU evicts silently, and an evicted start is an interval lost with no
@@ -63,6 +96,28 @@ struct {
 	__type(key, struct wt_agg_start_key);
 	__type(value, __u64);
 } AGG_STARTS SEC(".maps");
+
+/* The starts of intervals that begin and end on the current thread (WT_SRC_CURRENT),
+ * kept with the thread: no key to hash, and gone when the thread is. */
+struct wt_agg_task_starts {
+	__u64 ts[WT_AGG_TASK_STARTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct wt_agg_task_starts);
+} AGG_TASK_STARTS SEC(".maps");
+
+/* Log2 histograms keyed by the syscall number alone (WT_SLOTS_SYSCALL_BUCKETS): a slot
+ * per syscall and bucket; sized by the host to the aggregations that use it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wt_agg_bucket);
+} AGG_SYS_HIST SEC(".maps");
 
 /* The aggregations whose intervals are keyed by a thread id (WT_SRC_TID, or a field
  * with WT_SRC_TASK): their starts are removed when the thread exits. */
@@ -268,7 +323,39 @@ static __always_inline int wt_agg_array_update(const struct wt_agg_ctx *c, const
 	return 1;
 }
 
-/* The sample `v` into `map` (AGG_VALUES or AGG_COMMS) under key `k` of aggregation `agg`. */
+/* The sample `v` into its syscall's bucket of AGG_SYS_HIST: 1 when done (a negative
+ * bucket or a syscall past the table goes to the hash). */
+static __always_inline int wt_agg_sys_hist_update(const struct wt_agg_ctx *c, const struct wt_agg_action *a,
+						  __s32 bucket, __s64 v)
+{
+	struct wt_agg_bucket *cur, *used;
+	__u32 base, idx;
+
+	if (c->id < 0 || c->id >= WT_NR_SYSCALLS || bucket < 0 || bucket >= WT_AGG_SYS_HIST_USED ||
+	    a->agg >= WT_AGG_SYS_HIST_AGGS)
+		return 0;
+	base = (a->agg * WT_NR_SYSCALLS + (__u32)c->id) * WT_AGG_SYS_HIST_STRIDE;
+	idx = base + (__u32)bucket;
+	cur = bpf_map_lookup_elem(&AGG_SYS_HIST, &idx);
+	if (!cur)
+		return 0;
+	if (!cur->count) {
+		/* This CPU's first sample in the bucket: mark it used, for the reader. */
+		idx = base + WT_AGG_SYS_HIST_USED;
+		used = bpf_map_lookup_elem(&AGG_SYS_HIST, &idx);
+		if (!used)
+			return 0;
+		if (bucket < 64)
+			used->count |= 1ULL << bucket;
+		else
+			used->sum |= 1;
+	}
+	cur->count += 1;
+	cur->sum += v;
+	return 1;
+}
+
+/* The sample `v` into `map` (AGG_VALUES) under key `k` of aggregation `agg`. */
 static __always_inline void wt_agg_update_in(void *map, const void *k, __u32 agg, __s64 v)
 {
 	struct wt_agg_value *cur = bpf_map_lookup_elem(map, k);
@@ -294,13 +381,72 @@ static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
 	wt_agg_update_in(&AGG_VALUES, k, k->agg, v);
 }
 
+/* The index of (aggregation, comm) `k` in AGG_COMM_VALUES, given now if it has none;
+ * -1 when every index is taken (counted as a loss). */
+static __always_inline __s64 wt_agg_comm_index(const struct wt_agg_comm_key *k)
+{
+	__u32 *idx = bpf_map_lookup_elem(&AGG_COMM_IDS, k);
+	__u32 zero = 0, n, *next;
+
+	if (idx)
+		return *idx;
+	next = bpf_map_lookup_elem(&AGG_COMM_NEXT, &zero);
+	if (!next)
+		return -1;
+	/* Read first so that the counter stops near the end and never wraps. */
+	if (*next >= WT_AGG_COMMS)
+		goto full;
+	n = __sync_fetch_and_add(next, 1);
+	if (n >= WT_AGG_COMMS)
+		goto full;
+	if (!bpf_map_update_elem(&AGG_COMM_IDS, k, &n, BPF_NOEXIST))
+		return n;
+	/* Another CPU gave this comm an index first (n is left unused), or the map is full. */
+	idx = bpf_map_lookup_elem(&AGG_COMM_IDS, k);
+	if (idx)
+		return *idx;
+full:
+	wt_count(WT_AGG_KIND, WT_SLOT_DROPPED);
+	wt_agg_lose(k->agg, WT_LOSS_AGG_MAP_FULL, 0);
+	return -1;
+}
+
 /* The sample `v` keyed by the current task's comm alone (WT_SLOTS_COMM). */
 static __always_inline void wt_agg_comm_update(const struct wt_agg_action *a, __s64 v)
 {
 	struct wt_agg_comm_key k = { .agg = a->agg };
+	struct wt_agg_comm_last *last;
+	struct wt_agg_value *cur;
+	struct task_struct *task;
+	__u32 slot = a->agg % WT_AGG_COMM_LAST, idx;
+	__u64 c0, c1;
+	__s64 found;
 
-	bpf_get_current_comm(&k.comm, sizeof(k.comm));
-	wt_agg_update_in(&AGG_COMMS, &k, a->agg, v);
+	/* Read in place: two loads where bpf_get_current_comm copies through a helper.
+	 * The kernel keeps a comm NUL-padded, as the helper returns it. */
+	task = bpf_get_current_task_btf();
+	c0 = *(const __u64 *)&task->comm[0];
+	c1 = *(const __u64 *)&task->comm[8];
+	last = bpf_map_lookup_elem(&AGG_COMM_LAST, &slot);
+	if (!last)
+		return;
+	if (last->idx && last->agg == a->agg && last->comm[0] == c0 && last->comm[1] == c1) {
+		idx = last->idx - 1;
+	} else {
+		__builtin_memcpy(&k.comm[0], &c0, 8);
+		__builtin_memcpy(&k.comm[8], &c1, 8);
+		found = wt_agg_comm_index(&k);
+		if (found < 0)
+			return;
+		idx = (__u32)found;
+		last->agg = a->agg;
+		last->idx = idx + 1;
+		last->comm[0] = c0;
+		last->comm[1] = c1;
+	}
+	cur = bpf_map_lookup_elem(&AGG_COMM_VALUES, &idx);
+	if (cur)
+		wt_agg_fold(cur, v);
 }
 
 static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct wt_agg_action *a)
@@ -341,12 +487,31 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 	}
 	if (!wt_preds_pass(WT_AGG_KIND, &a->preds, base))
 		return;
-	if (a->role == WT_ROLE_START || a->role == WT_ROLE_END) {
+	if (a->corr.flags & WT_SRC_CURRENT) {
+		/* Started and ended on the current thread: the start is kept with it. */
+		struct wt_agg_task_starts *t;
+		__u32 slot = a->agg;
+
+		if (slot >= WT_AGG_TASK_STARTS)
+			return;
+		t = bpf_task_storage_get(&AGG_TASK_STARTS, bpf_get_current_task_btf(), 0,
+					 a->role == WT_ROLE_START ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+		if (a->role == WT_ROLE_START) {
+			if (t)
+				t->ts[slot] = bpf_ktime_get_ns();
+			else
+				wt_agg_lose(a->agg, WT_LOSS_STARTS_FULL, 1);
+			return;
+		}
+		if (!t || !t->ts[slot])
+			return;
+		v = t->ts[slot];
+		t->ts[slot] = 0;
+		v = bpf_ktime_get_ns() - v;
+	} else if (a->role == WT_ROLE_START) {
 		sk.agg = a->agg;
 		if (wt_agg_read(c, &a->corr, &sk.corr))
 			return;
-	}
-	if (a->role == WT_ROLE_START) {
 		/* A key seen before (a thread's next syscall) is stamped in place: no
 		 * insert or delete on the hot path, only a lookup. A new key is inserted
 		 * first and stamped after, so the interval leaves out the insert (a first
@@ -365,8 +530,10 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		else
 			wt_agg_lose(sk.agg, WT_LOSS_STARTS_FULL, 1);
 		return;
-	}
-	if (a->role == WT_ROLE_END) {
+	} else if (a->role == WT_ROLE_END) {
+		sk.agg = a->agg;
+		if (wt_agg_read(c, &a->corr, &sk.corr))
+			return;
 		ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
 		if (!ts || !*ts)
 			return;
@@ -388,8 +555,12 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		wt_agg_comm_update(a, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
 		return;
 	}
-	if (a->slots && wt_agg_array_update(c, a, k.bucket, a->fn == WT_FN_COUNT ? 0 : (__s64)v))
+	if (a->slots == WT_SLOTS_SYSCALL_BUCKETS) {
+		if (wt_agg_sys_hist_update(c, a, k.bucket, (__s64)v))
+			return;
+	} else if (a->slots && wt_agg_array_update(c, a, k.bucket, a->fn == WT_FN_COUNT ? 0 : (__s64)v)) {
 		return;
+	}
 	k.agg = a->agg;
 	for (i = 0; i < WT_AGG_KEYS; i++) {
 		const struct wt_agg_src *s = &a->keys[i];

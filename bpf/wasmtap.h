@@ -257,6 +257,20 @@ struct wt_sample {
  * agg * WT_AGG_ARRAY_SLOTS + the key's slot (enum wt_agg_slots). */
 #define WT_AGG_ARRAY_AGGS 8
 #define WT_AGG_ARRAY_SLOTS 512
+/* (Aggregation, comm) pairs with an index in AGG_COMM_VALUES, over every aggregation. */
+#define WT_AGG_COMMS 8192
+/* Aggregation ids below WT_AGG_SYS_HIST_AGGS keyed by the syscall number alone with a
+ * log2 histogram (WT_SLOTS_SYSCALL_BUCKETS) keep each syscall's buckets in
+ * AGG_SYS_HIST, at (agg * WT_NR_SYSCALLS + nr) * WT_AGG_SYS_HIST_STRIDE + bucket;
+ * bucket WT_AGG_SYS_HIST_USED of a syscall marks, per CPU, the buckets it has used. */
+#define WT_AGG_SYS_HIST_AGGS 2
+#define WT_AGG_SYS_HIST_STRIDE 66
+#define WT_AGG_SYS_HIST_USED 65
+/* Aggregation ids below WT_AGG_TASK_STARTS whose intervals start and end on the current
+ * thread keep its start with the thread (AGG_TASK_STARTS), at index agg. */
+#define WT_AGG_TASK_STARTS 8
+/* Each CPU's last comm and its index, per aggregation id modulo this (AGG_COMM_LAST). */
+#define WT_AGG_COMM_LAST 8
 
 /* Where an action's values go: the hash, or the array by one of these slots. A key
  * with no slot (a syscall number past the array) goes to the hash. */
@@ -265,7 +279,8 @@ enum wt_agg_slots {
 	WT_SLOTS_SYSCALL = 1, /* the key is the syscall number alone: slot = number */
 	WT_SLOTS_SINGLE = 2,  /* no key: slot 0 */
 	WT_SLOTS_BUCKETS = 3, /* no key, a histogram: slot = WT_AGG_ARRAY_SLOTS / 2 + bucket */
-	WT_SLOTS_COMM = 4,    /* the key is the comm alone: AGG_COMMS, a 20-byte key */
+	WT_SLOTS_COMM = 4,    /* the key is the comm alone: AGG_COMM_VALUES, by the comm's index */
+	WT_SLOTS_SYSCALL_BUCKETS = 5, /* the syscall number alone, a log2 histogram: AGG_SYS_HIST */
 };
 
 enum wt_agg_source {
@@ -299,6 +314,9 @@ enum wt_agg_role {
  * to the task running when the event fires (a wakeup is often run by another CPU's
  * idle task, a switch by the task leaving). */
 #define WT_SRC_TASK 2
+/* A correlation by the current thread whose every start and end is on that thread: the
+ * start is kept with the thread (AGG_TASK_STARTS), not in AGG_STARTS. */
+#define WT_SRC_CURRENT 4
 
 struct wt_agg_src {
 	__u8 src;   /* enum wt_agg_source */
@@ -349,6 +367,12 @@ struct wt_agg_value {
 	__s64 min;
 	__s64 max;
 }; /* 32 bytes, per CPU */
+
+/* A bucket of AGG_SYS_HIST. */
+struct wt_agg_bucket {
+	__u64 count;
+	__s64 sum;
+};
 
 struct wt_agg_comm_key {
 	__u32 agg;

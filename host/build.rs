@@ -17,8 +17,12 @@ fn main() {
         let src = bpf_dir.join(format!("{name}.bpf.c"));
         println!("cargo:rerun-if-changed={}", src.display());
         let full = out.join(format!("{name}.bpf.full.o"));
+        // agg takes an index with an atomic fetch-and-add, whose result needs BPF v3
+        // (kernels 5.12 on; every kernel wasmtap runs on has it).
+        let cpu: &[&str] = if *name == "agg" { &["-mcpu=v3"] } else { &[] };
         let status = Command::new(&clang)
             .args(["-target", "bpf", "-D__TARGET_ARCH_x86", "-g", "-O2", "-Wall", "-Werror"])
+            .args(cpu)
             .arg("-I")
             .arg(&bpf_dir)
             .arg("-c")

@@ -3,7 +3,7 @@
 //! `AGG_ARRAY`, the per-CPU array where keys that are small integers have a slot each.
 //! The layouts mirror `struct wt_agg_*` in `bpf/wasmtap.h`.
 
-use aya::maps::{MapData, PerCpuArray, PerCpuHashMap, PerCpuValues};
+use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues};
 
 /// Key parts per aggregation (`WT_AGG_KEYS`).
 pub const KEYS_MAX: usize = 4;
@@ -42,9 +42,12 @@ pub enum Slots {
     Single,
     /// No key, a histogram: slot = `ARRAY_SLOTS / 2` + bucket.
     Buckets,
-    /// Not the array: the key is the comm alone, in `AGG_COMMS` (a 20-byte key where
-    /// `AGG_VALUES`'s is 56).
+    /// The key is the comm alone: a slot of `AGG_COMM_VALUES`, by the index the kernel
+    /// gave the comm (`AGG_COMM_IDS`).
     Comm,
+    /// The key is the syscall number alone, a log2 histogram: a slot of `AGG_SYS_HIST`
+    /// per syscall and non-negative bucket.
+    SyscallBuckets,
 }
 
 impl Slots {
@@ -56,6 +59,7 @@ impl Slots {
             Slots::Single => 2,
             Slots::Buckets => 3,
             Slots::Comm => 4,
+            Slots::SyscallBuckets => 5,
         }
     }
 
@@ -64,7 +68,7 @@ impl Slots {
         match self {
             Slots::Syscall => RawKey { parts: [u64::from(slot), 0, 0, 0], ..RawKey::default() },
             Slots::Buckets => RawKey { bucket: slot as i32 - (ARRAY_SLOTS / 2) as i32, ..RawKey::default() },
-            Slots::Hash | Slots::Single | Slots::Comm => RawKey::default(),
+            Slots::Hash | Slots::Single | Slots::Comm | Slots::SyscallBuckets => RawKey::default(),
         }
     }
 
@@ -75,7 +79,7 @@ impl Slots {
             Slots::Syscall => 0..ARRAY_SLOTS,
             Slots::Single => 0..1,
             Slots::Buckets => ARRAY_SLOTS / 2 - 64..ARRAY_SLOTS,
-            Slots::Hash | Slots::Comm => 0..0,
+            Slots::Hash | Slots::Comm | Slots::SyscallBuckets => 0..0,
         }
     }
 
@@ -83,6 +87,11 @@ impl Slots {
     pub fn slot(self, key: &RawKey) -> Option<u32> {
         let slot = match self {
             Slots::Hash | Slots::Comm => return None,
+            Slots::SyscallBuckets => {
+                let bucket = u32::try_from(key.bucket).ok().filter(|b| *b < SYS_HIST_USED)?;
+                let nr = u32::try_from(key.parts[0]).ok().filter(|nr| *nr < NR_SYSCALLS)?;
+                return Some(nr * SYS_HIST_STRIDE + bucket);
+            }
             Slots::Syscall => key.parts[0],
             Slots::Single => 0,
             Slots::Buckets => (i64::from(key.bucket) + i64::from(ARRAY_SLOTS / 2)) as u64,
@@ -90,6 +99,32 @@ impl Slots {
         (slot < u64::from(ARRAY_SLOTS)).then_some(slot as u32)
     }
 }
+
+/// Aggregation ids that may keep a log2 histogram keyed by the syscall number in
+/// `AGG_SYS_HIST` (`WT_AGG_SYS_HIST_AGGS`).
+pub const SYS_HIST_AGGS: u32 = 2;
+/// Slots of `AGG_SYS_HIST` per syscall (`WT_AGG_SYS_HIST_STRIDE`): the buckets 0 to 64,
+/// then the one marking which of them a CPU has used.
+pub const SYS_HIST_STRIDE: u32 = 66;
+/// The marking slot (`WT_AGG_SYS_HIST_USED`).
+pub const SYS_HIST_USED: u32 = 65;
+/// Syscall numbers with a row (`WT_NR_SYSCALLS`).
+const NR_SYSCALLS: u32 = crate::collect::table::NR_SYSCALLS;
+
+/// The slots `AGG_SYS_HIST` needs for `sites`: those of each aggregation id up to the
+/// largest that uses it; one if none does (a map has at least one).
+pub fn sys_hist_entries(sites: &[SiteConfig]) -> u32 {
+    let ids = sites
+        .iter()
+        .flat_map(|s| &s.actions)
+        .filter(|a| a[7] == Slots::SyscallBuckets.code())
+        .map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]));
+    ids.max().map_or(1, |m| (m + 1) * NR_SYSCALLS * SYS_HIST_STRIDE)
+}
+
+/// Aggregations whose intervals start and end on the current thread, kept with it
+/// (`WT_AGG_TASK_STARTS`): those with ids below this.
+pub const TASK_STARTS: u32 = 8;
 
 /// Aggregation ids with loss counters of their own in `AGG_LOSSES` (`WT_AGG_IDS`).
 pub const AGG_IDS: u32 = 1024;
@@ -105,18 +140,20 @@ pub const TID_AGGS_MAX: usize = 64;
 /// `struct wt_agg_tid_aggs`.
 pub const TID_AGGS_BYTES: usize = 4 + 4 * TID_AGGS_MAX;
 
-/// The aggregations whose starts are keyed by a thread id (`WT_SRC_TID`, or a field
-/// flagged `WT_SRC_TASK`), read back from the encoded actions (`struct wt_agg_action`:
+/// The aggregations whose starts are keyed by a thread id in `AGG_STARTS` (`WT_SRC_TID`
+/// not kept with the thread, or a field flagged `WT_SRC_TASK`), read back from the encoded actions (`struct wt_agg_action`:
 /// agg at 0, role at 4, the correlation's source at 48 and flags at 50): the kernel
 /// forgets their starts when the thread exits.
 pub fn tid_keyed_aggs(sites: &[SiteConfig]) -> Vec<u32> {
     const ROLE_START: u8 = 1;
     const SRC_TID: u8 = 3;
     const SRC_TASK: u8 = 2;
+    // Kept with the thread, which takes them when it goes.
+    const SRC_CURRENT: u8 = 4;
     let mut ids: Vec<u32> = sites
         .iter()
         .flat_map(|s| &s.actions)
-        .filter(|a| a[4] == ROLE_START && (a[48] == SRC_TID || a[50] & SRC_TASK != 0))
+        .filter(|a| a[4] == ROLE_START && a[50] & SRC_CURRENT == 0 && (a[48] == SRC_TID || a[50] & SRC_TASK != 0))
         .map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]))
         .collect();
     ids.sort_unstable();
@@ -256,35 +293,43 @@ fn decode_value(b: &[u8; 32]) -> RawValue {
 
 /// `struct wt_agg_comm_key`: the aggregation id and the comm.
 pub const COMM_KEY_BYTES: usize = 20;
-/// Keys `AGG_COMMS` holds, over every aggregation keyed by the comm alone.
+/// (Aggregation, comm) pairs the kernel gives an index, over every aggregation keyed by
+/// the comm alone (`WT_AGG_COMMS`).
 pub const COMMS_MAX: u32 = 8192;
 
 /// The kernel's aggregated values, read by the host.
 pub struct KernelValues {
     map: PerCpuHashMap<MapData, [u8; KEY_BYTES], [u8; 32]>,
     array: PerCpuArray<MapData, [u8; 32]>,
-    comms: PerCpuHashMap<MapData, [u8; COMM_KEY_BYTES], [u8; 32]>,
+    /// (Aggregation, comm) to its index in `comm_values` (`AGG_COMM_IDS`).
+    comm_ids: HashMap<MapData, [u8; COMM_KEY_BYTES], u32>,
+    comm_values: PerCpuArray<MapData, [u8; 32]>,
+    sys_hist: PerCpuArray<MapData, [u8; 16]>,
 }
 
 impl KernelValues {
-    /// The maps `AGG_VALUES`, `AGG_ARRAY` and `AGG_COMMS`.
+    /// The maps `AGG_VALUES`, `AGG_ARRAY`, `AGG_COMM_IDS`, `AGG_COMM_VALUES` and `AGG_SYS_HIST`.
     pub(super) fn new(
         map: aya::maps::Map,
         array: aya::maps::Map,
-        comms: aya::maps::Map,
+        comm_ids: aya::maps::Map,
+        comm_values: aya::maps::Map,
+        sys_hist: aya::maps::Map,
     ) -> Result<KernelValues, String> {
         let map = PerCpuHashMap::try_from(map).map_err(|e| e.to_string())?;
         let array = PerCpuArray::try_from(array).map_err(|e| e.to_string())?;
-        let comms = PerCpuHashMap::try_from(comms).map_err(|e| e.to_string())?;
-        Ok(KernelValues { map, array, comms })
+        let comm_ids = HashMap::try_from(comm_ids).map_err(|e| e.to_string())?;
+        let comm_values = PerCpuArray::try_from(comm_values).map_err(|e| e.to_string())?;
+        let sys_hist = PerCpuArray::try_from(sys_hist).map_err(|e| e.to_string())?;
+        Ok(KernelValues { map, array, comm_ids, comm_values, sys_hist })
     }
 
     /// Every key of aggregation `agg`, whose values go where `slots` says, summed over CPUs.
     pub fn read(&self, agg: u32, slots: Slots) -> Result<Vec<(RawKey, RawValue)>, String> {
         let mut out = Vec::new();
         if slots == Slots::Comm {
-            for item in self.comms.iter() {
-                let (k, per_cpu) = match item {
+            for item in self.comm_ids.iter() {
+                let (k, idx) = match item {
                     Ok(kv) => kv,
                     Err(aya::maps::MapError::KeyNotFound) => continue,
                     Err(e) => return Err(e.to_string()),
@@ -294,6 +339,7 @@ impl KernelValues {
                 }
                 let mut key = RawKey::default();
                 key.comm.copy_from_slice(&k[4..]);
+                let per_cpu = self.comm_values.get(&idx, 0).map_err(|e| e.to_string())?;
                 let mut v = RawValue::default();
                 for cpu in per_cpu.iter() {
                     v.merge(&decode_value(cpu));
@@ -301,6 +347,9 @@ impl KernelValues {
                 out.push((key, v));
             }
             return Ok(out);
+        }
+        if slots == Slots::SyscallBuckets && agg < SYS_HIST_AGGS {
+            self.read_sys_hist(agg, &mut out)?;
         }
         if agg < ARRAY_AGGS {
             // One lookup a slot: only those a key of this aggregation can have.
@@ -333,6 +382,33 @@ impl KernelValues {
             out.push((key, v));
         }
         Ok(out)
+    }
+
+    /// The buckets of `AGG_SYS_HIST` that aggregation `agg` has used: for each syscall,
+    /// its marking slot says which (one lookup), then one lookup a bucket used.
+    fn read_sys_hist(&self, agg: u32, out: &mut Vec<(RawKey, RawValue)>) -> Result<(), String> {
+        let at = |b: &[u8; 16], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+        for nr in 0..NR_SYSCALLS {
+            let base = (agg * NR_SYSCALLS + nr) * SYS_HIST_STRIDE;
+            let (mut low, mut top) = (0u64, 0u64);
+            for cpu in self.sys_hist.get(&(base + SYS_HIST_USED), 0).map_err(|e| e.to_string())?.iter() {
+                low |= at(cpu, 0);
+                top |= at(cpu, 8);
+            }
+            let used = (0..SYS_HIST_USED).filter(|b| if *b < 64 { low >> b & 1 == 1 } else { top & 1 == 1 });
+            for bucket in used {
+                let mut v = RawValue::default();
+                for cpu in self.sys_hist.get(&(base + bucket), 0).map_err(|e| e.to_string())?.iter() {
+                    v.count += at(cpu, 0);
+                    v.sum = v.sum.wrapping_add(at(cpu, 8) as i64);
+                }
+                if v.count > 0 {
+                    let key = RawKey { bucket: bucket as i32, parts: [u64::from(nr), 0, 0, 0], ..RawKey::default() };
+                    out.push((key, v));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Forget keys of aggregation `agg` in the hash (min and max cannot be reset by
@@ -379,6 +455,27 @@ mod tests {
             assert!(Slots::Buckets.used().contains(&Slots::Buckets.slot(&key).unwrap()), "{bucket}");
         }
         assert!(Slots::Single.used().contains(&0) && Slots::Syscall.used().len() == ARRAY_SLOTS as usize);
+        // A log2 bucket by syscall: the non-negative buckets of the syscalls with a row.
+        let at = |nr: u64, bucket: i32| {
+            Slots::SyscallBuckets.slot(&RawKey { bucket, parts: [nr, 0, 0, 0], ..RawKey::default() })
+        };
+        assert_eq!(at(39, 0), Some(39 * SYS_HIST_STRIDE));
+        assert_eq!(at(511, 64), Some(511 * SYS_HIST_STRIDE + 64));
+        assert_eq!((at(39, -1), at(39, 65), at(512, 3)), (None, None, None), "the rest are in the hash");
+    }
+
+    #[test]
+    fn the_syscall_buckets_map_is_sized_to_the_aggregations_that_use_it() {
+        let action = |agg: u32, slots: Slots| {
+            let mut a = [0u8; ACTION_BYTES];
+            a[0..4].copy_from_slice(&agg.to_le_bytes());
+            a[7] = slots.code();
+            a
+        };
+        let site = |actions| SiteConfig { site: 1, attach: SiteAttach::SysExit, actions, flags: 0 };
+        assert_eq!(sys_hist_entries(&[site(vec![action(0, Slots::Syscall)])]), 1);
+        let both = [site(vec![action(0, Slots::Syscall), action(1, Slots::SyscallBuckets)])];
+        assert_eq!(sys_hist_entries(&both), 2 * NR_SYSCALLS * SYS_HIST_STRIDE);
     }
 
     #[test]

@@ -162,6 +162,9 @@ mod tests {
             ("WT_ROW_PERF", ROW_PERF),
             ("WT_ROWS", ROWS),
             ("WT_AGG_KIND", AGG_KIND),
+            ("WT_AGG_COMMS", crate::collect::agg_maps::COMMS_MAX),
+            ("WT_AGG_ARRAY_AGGS", crate::collect::agg_maps::ARRAY_AGGS),
+            ("WT_AGG_ARRAY_SLOTS", crate::collect::agg_maps::ARRAY_SLOTS),
         ] {
             assert_eq!(get(name), Some(ours), "{name} in bpf/wasmtap.h");
         }

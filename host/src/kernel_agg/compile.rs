@@ -136,6 +136,7 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
         preds: preds(&wire.filter, &end)?,
         syscalls: syscall_set(&wire.filter, &end)?,
         slots,
+        current: false,
     };
     if let Some(start) = &wire.start {
         update.role = Role::End;
@@ -160,12 +161,20 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
                 preds: preds(filter, &sp)?,
                 syscalls: syscall_set(filter, &sp)?,
                 slots: Slots::Hash,
+                current: false,
             };
             actions.push((sp.site, begin));
             probes.push(name.clone());
         }
     }
     actions.push((end.site.clone(), update));
+    // An interval whose every start and end is the current thread's is kept with the
+    // thread (ids below TASK_STARTS; the others in the map of starts).
+    if wire.start.is_some() && id < TASK_STARTS && actions.iter().all(|(_, a)| a.corr == Src::Tid) {
+        for (_, a) in &mut actions {
+            a.current = true;
+        }
+    }
     Ok(Spec { id, name: wire.name.clone(), keys, func, slots, actions, probes })
 }
 

@@ -16,6 +16,8 @@ pub struct Evaluator {
     /// Where each aggregation's values go, by id.
     slots: HashMap<u32, Slots>,
     starts: HashMap<(u32, u64), u64>,
+    /// Starts kept with the thread in the kernel (`Action::current`): never full.
+    task_starts: HashMap<(u32, u64), u64>,
     /// Events whose key did not fit (the map was full), as the kernel counts them.
     pub lost: u64,
     /// Starts that did not fit (the map of starts was full): intervals lost.
@@ -105,6 +107,10 @@ impl Evaluator {
         let value = match a.role {
             Role::Start => {
                 let Some(corr) = Self::read(rec, &a.corr, base, id) else { return };
+                if a.current {
+                    self.task_starts.insert((a.agg, corr), now);
+                    return;
+                }
                 if self.starts.len() >= STARTS_MAX && !self.starts.contains_key(&(a.agg, corr)) {
                     self.starts_lost += 1;
                     return;
@@ -114,7 +120,8 @@ impl Evaluator {
             }
             Role::End => {
                 let Some(corr) = Self::read(rec, &a.corr, base, id) else { return };
-                let Some(t0) = self.starts.remove(&(a.agg, corr)) else { return };
+                let starts = if a.current { &mut self.task_starts } else { &mut self.starts };
+                let Some(t0) = starts.remove(&(a.agg, corr)) else { return };
                 now.wrapping_sub(t0) as i64
             }
             Role::Update if a.func == Func::Count => 0,

@@ -22,7 +22,7 @@ use wasmtap_abi::{header, hist, Kind, Record};
 
 use crate::collect::agg_maps::{
     KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, Slots, ACTIONS_PER_SITE, ACTION_BYTES, ARRAY_AGGS,
-    ARRAY_SLOTS, COMMS_MAX, KEYS_MAX, SITES_MAX, SITE_DATA, SITE_TASKS, VALUES_MAX,
+    ARRAY_SLOTS, COMMS_MAX, KEYS_MAX, SITES_MAX, SITE_DATA, SITE_TASKS, SYS_HIST_AGGS, TASK_STARTS, VALUES_MAX,
 };
 use crate::collect::fields::{self, FieldLoc};
 use crate::collect::live::{preds_bytes, KernelFilter};
@@ -42,6 +42,8 @@ const STARTS_MAX: usize = 65536;
 
 /// `WT_SRC_TASK`: the scope applies to the thread a correlation field names.
 const SRC_TASK: u8 = 2;
+/// `WT_SRC_CURRENT`: the start is kept with the current thread.
+const SRC_CURRENT: u8 = 4;
 
 /// Where a key part or a value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +155,9 @@ pub struct Action {
     pub syscalls: Option<BTreeSet<u32>>,
     /// Where its values go: the hash, or the array.
     pub slots: Slots,
+    /// Its interval starts and ends on the current thread, which keeps the start
+    /// (`WT_SRC_CURRENT`): no map of starts to fill.
+    pub current: bool,
 }
 
 impl Action {
@@ -185,6 +190,9 @@ impl Action {
         }
         b[40..48].copy_from_slice(&self.value.encode());
         b[48..56].copy_from_slice(&self.corr.encode());
+        if self.current {
+            b[50] |= SRC_CURRENT;
+        }
         if let Func::Linear { min, max, step } = self.func {
             let levels = hist::Linear::new(min, max, step).map(|l| l.levels() as u64).unwrap_or(0);
             b[56..64].copy_from_slice(&min.to_le_bytes());
@@ -216,16 +224,19 @@ pub struct Spec {
 }
 
 /// Where the values of aggregation `id` with `keys` and `func` are kept in the kernel: a
-/// slot of the per-CPU array when its key is a small integer (the syscall number alone;
-/// none, one value or a histogram's bucket), the hash otherwise. An array slot is one
-/// lookup at a known place, where the hash builds and hashes a 56-byte key. A count or
-/// sum keyed by the comm alone goes to a hash of its own with a 20-byte key. `min` and
-/// `max` stay in the hash: their reset deletes keys, and an array's slots cannot be
-/// deleted (nor written by the dispatch thread).
+/// slot of a per-CPU array when its key is a small integer (the syscall number alone;
+/// none, one value or a histogram's bucket; a log2 histogram's bucket by syscall), the
+/// hash otherwise. An array slot is one lookup at a known place, where the hash builds
+/// and hashes a 56-byte key. A count or sum keyed by the comm alone goes to a slot by
+/// the comm's index. `min` and `max` stay in the hash: their reset deletes keys, and an
+/// array's slots cannot be deleted (nor written by the dispatch thread).
 pub fn slots(id: u32, keys: &[Src], func: &Func) -> Slots {
     let scalar = matches!(func, Func::Count | Func::Sum);
     if keys == [Src::Comm] && scalar {
         return Slots::Comm;
+    }
+    if keys == [Src::Syscall] && *func == Func::Log2 && id < SYS_HIST_AGGS {
+        return Slots::SyscallBuckets;
     }
     if id >= ARRAY_AGGS {
         return Slots::Hash;

@@ -8,11 +8,11 @@ use crate::sandbox::ReadError;
 pub enum Backend {
     /// The kernel collector's map; `None` until the collector runs.
     Kernel {
-        values: Option<KernelValues>,
+        values: Option<Box<KernelValues>>,
         /// Cumulative values at the last reset, subtracted from later reads.
         baselines: HashMap<u32, HashMap<RawKey, RawValue>>,
     },
-    Host(Evaluator),
+    Host(Box<Evaluator>),
 }
 
 /// Every kernel aggregation of a run and where their values are.

@@ -30,7 +30,7 @@ fn run(specs: &[Spec], records: &[Vec<u8>]) -> Aggregations {
     for r in records {
         e.offer(&Record::new(r));
     }
-    Aggregations { specs: specs.to_vec(), backend: Backend::Host(e) }
+    Aggregations { specs: specs.to_vec(), backend: Backend::Host(Box::new(e)) }
 }
 
 fn scalars(entries: &[types::AggEntry]) -> Vec<(String, i64)> {
@@ -103,6 +103,12 @@ fn sums_filtered_by_syscall_and_comparison() {
     assert_eq!(scalars(&store.read(0, false).unwrap()), vec![("1".to_string(), 4096)]);
 }
 
+/// The aggregations whose starts the exit program removes from the map of starts.
+fn tid_keyed_aggs_of(spec: &Spec) -> Vec<u32> {
+    let sites = sites(std::slice::from_ref(spec)).unwrap();
+    crate::collect::agg_maps::tid_keyed_aggs(&sites)
+}
+
 #[test]
 fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
     let table = ProbeTable::default();
@@ -122,6 +128,13 @@ fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
     });
     let spec = compile(&wire, 0, &source).unwrap();
     assert_eq!(spec.actions.len(), 2);
+    // Started and ended by the thread: its start is kept with it in the kernel, and the
+    // buckets have a slot per syscall.
+    assert!(spec.actions.iter().all(|(_, a)| a.current), "{:?}", spec.actions);
+    assert_eq!(spec.slots, Slots::SyscallBuckets);
+    assert!(tid_keyed_aggs_of(&spec).is_empty(), "the thread's exit takes its starts");
+    assert!(compile(&wire, TASK_STARTS, &source).unwrap().actions.iter().all(|(_, a)| !a.current));
+    assert_eq!(tid_keyed_aggs_of(&compile(&wire, TASK_STARTS, &source).unwrap()), [TASK_STARTS]);
     let recs = vec![
         sys(false, 1_000, 11, "a", 0, 0),
         sys(false, 1_100, 22, "b", 0, 0),
@@ -250,7 +263,9 @@ fn keys_that_are_small_integers_get_array_slots_and_the_rest_the_hash() {
     assert_eq!(slots(7, &[Src::Syscall], &Func::Max), Slots::Hash, "a reset of max deletes keys");
     assert_eq!(slots(7, &[], &Func::Min), Slots::Hash);
     assert_eq!(slots(8, &[Src::Syscall], &Func::Count), Slots::Hash, "past the array's aggregations");
-    assert_eq!(slots(0, &[Src::Syscall], &Func::Log2), Slots::Hash, "a bucket per syscall is too many");
+    assert_eq!(slots(0, &[Src::Syscall], &Func::Log2), Slots::SyscallBuckets);
+    assert_eq!(slots(2, &[Src::Syscall], &Func::Log2), Slots::Hash, "past the syscall buckets' aggregations");
+    assert_eq!(slots(0, &[Src::Syscall], &linear(20)), Slots::Hash);
     assert_eq!(slots(0, &[Src::Syscall, Src::Comm], &Func::Count), Slots::Hash);
     assert_eq!(slots(0, &[Src::Comm], &Func::Count), Slots::Comm);
     assert_eq!(slots(9, &[Src::Comm], &Func::Sum), Slots::Comm, "a hash of its own, whatever the id");
@@ -273,6 +288,7 @@ fn actions_encode_as_struct_wt_agg_action() {
         preds: Vec::new(),
         syscalls: Some(BTreeSet::from([0, 9, 511])),
         slots: Slots::Buckets,
+        current: false,
     };
     let b = a.encode();
     assert_eq!(&b[0..8], &[7, 0, 0, 0, 2, 6, 1, 3]);
@@ -298,6 +314,7 @@ fn a_task_correlation_is_flagged_on_the_action_and_its_site() {
         preds: Vec::new(),
         syscalls: None,
         slots: Slots::Hash,
+        current: false,
     };
     // WT_SRC_FIELD, 4 bytes, signed | WT_SRC_TASK, at offset 8.
     assert_eq!(&end.encode()[48..56], &[8, 4, 1 | 2, 0, 8, 0, 0, 0]);

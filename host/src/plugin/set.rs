@@ -181,7 +181,7 @@ impl PluginSet {
         }
         crate::kernel_agg::sites(&specs).map_err(|reason| PluginError::BadPlan { plugin: String::new(), reason })?;
         let backend = if in_host {
-            crate::kernel_agg::Backend::Host(crate::kernel_agg::Evaluator::new(&specs, task.clone()))
+            crate::kernel_agg::Backend::Host(Box::new(crate::kernel_agg::Evaluator::new(&specs, task.clone())))
         } else {
             crate::kernel_agg::Backend::Kernel { values: None, baselines: Default::default() }
         };
@@ -229,7 +229,7 @@ impl PluginSet {
             if let crate::kernel_agg::Backend::Kernel { values: v, .. } =
                 &mut store.lock().unwrap_or_else(|e| e.into_inner()).backend
             {
-                *v = Some(values);
+                *v = Some(Box::new(values));
             }
         }
     }

@@ -90,9 +90,11 @@ impl Globals {
 pub(super) fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals) -> Result<Ebpf, CollectError> {
     let ring = ring_size(c);
     loader
+        // The aggregation collector's AGG_TASK_STARTS is task storage, which aya makes
+        // but has no typed map for; the host never reads it.
+        .allow_unsupported_maps()
         .map_max_entries("EVENTS", ring)
         .map_max_entries("AGG_VALUES", VALUES_MAX)
-        .map_max_entries("AGG_COMMS", COMMS_MAX)
         .override_global("cfg_filter_cgroups", &g.cgroups, true)
         .override_global("cfg_cgroup_levels", &g.levels, true)
         .override_global("cfg_self_tgid", &g.self_tgid, true)

@@ -36,7 +36,8 @@ use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::Chunk;
 use crate::accounting::{AggLosses, KernelCounters, KindCounters, LossReason};
 use crate::collect::agg_maps::{
-    agg_ids, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS, COMMS_MAX, VALUES_MAX,
+    agg_ids, sys_hist_entries, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS,
+    VALUES_MAX,
 };
 
 use attach::*;
@@ -131,6 +132,7 @@ impl Live {
         }
         if !config.aggs.is_empty() {
             let c = Collector::Agg;
+            loader.map_max_entries("AGG_SYS_HIST", sys_hist_entries(&config.aggs));
             let mut obj = load(&mut loader, c, &agg_globals)?;
             configure(c, &mut obj, &config.agg_filter, config)?;
             objects.push((c, obj));
@@ -153,12 +155,13 @@ impl Live {
                 let missing = |map| CollectError::Map { collector: c, map, reason: "missing".into() };
                 let map = obj.take_map("AGG_VALUES").ok_or_else(|| missing("AGG_VALUES"))?;
                 let array = obj.take_map("AGG_ARRAY").ok_or_else(|| missing("AGG_ARRAY"))?;
-                let comms = obj.take_map("AGG_COMMS").ok_or_else(|| missing("AGG_COMMS"))?;
-                values = Some(KernelValues::new(map, array, comms).map_err(|reason| CollectError::Map {
-                    collector: c,
-                    map: "AGG_VALUES",
-                    reason,
-                })?);
+                let comm_ids = obj.take_map("AGG_COMM_IDS").ok_or_else(|| missing("AGG_COMM_IDS"))?;
+                let comm_values = obj.take_map("AGG_COMM_VALUES").ok_or_else(|| missing("AGG_COMM_VALUES"))?;
+                let sys_hist = obj.take_map("AGG_SYS_HIST").ok_or_else(|| missing("AGG_SYS_HIST"))?;
+                values = Some(
+                    KernelValues::new(map, array, comm_ids, comm_values, sys_hist)
+                        .map_err(|reason| CollectError::Map { collector: c, map: "AGG_VALUES", reason })?,
+                );
                 continue;
             }
             attach(c, obj, config, &mut user_links)?;
