@@ -18,7 +18,8 @@ own ns per operation):
 import argparse, os, platform, re, signal, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WASMTAP = os.path.join(ROOT, "target/release/wasmtap")
+# WASMTAP=path runs another build (a before-and-after comparison) with this tree's workloads.
+WASMTAP = os.environ.get("WASMTAP") or os.path.join(ROOT, "target/release/wasmtap")
 BIN = os.path.join(ROOT, "target/bench")
 TMP = tempfile.mkdtemp(prefix="wasmtap-bench-")
 GETPPID = 110  # x86_64

@@ -171,7 +171,19 @@ struct wt_agg_ctx {
 	__s64 id; /* syscall number, or -1 */
 	__u8 out_of_scope; /* the current task is outside the run's scope (-p, -c, uid, comm, cgroup) */
 	const struct pt_regs *regs; /* sys_enter: the arguments, read into sys only if a site needs them */
+	__u64 now; /* the event's time, read once by the first action that needs it; 0 until then */
 };
+
+/* The event's time: one clock read per event, however many of its actions start or end
+ * an interval (a switch ends one thread's wait and starts another's). The clock is the
+ * dearest step of a latency, and read first where an action needs it, so an interval
+ * leaves out the collector's own work after it. */
+static __always_inline __u64 wt_agg_now(struct wt_agg_ctx *c)
+{
+	if (!c->now)
+		c->now = bpf_ktime_get_ns();
+	return c->now;
+}
 
 /* A value of `size` bytes at `off` of the probe's data, sign-extended if asked. */
 static __always_inline int wt_agg_field(const struct wt_agg_ctx *c, const struct wt_agg_src *s, __u64 *out)
@@ -449,7 +461,7 @@ static __always_inline void wt_agg_comm_update(const struct wt_agg_action *a, __
 		wt_agg_fold(cur, v);
 }
 
-static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct wt_agg_action *a)
+static __always_inline void wt_agg_act(struct wt_agg_ctx *c, const struct wt_agg_action *a)
 {
 	const void *base = c->data ? c->data : (const void *)c->sys;
 	struct wt_agg_start_key sk = {};
@@ -498,7 +510,7 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 					 a->role == WT_ROLE_START ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 		if (a->role == WT_ROLE_START) {
 			if (t)
-				t->ts[slot] = bpf_ktime_get_ns();
+				t->ts[slot] = wt_agg_now(c);
 			else
 				wt_agg_lose(a->agg, WT_LOSS_STARTS_FULL, 1);
 			return;
@@ -507,7 +519,7 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 			return;
 		v = t->ts[slot];
 		t->ts[slot] = 0;
-		v = bpf_ktime_get_ns() - v;
+		v = wt_agg_now(c) - v;
 	} else if (a->role == WT_ROLE_START) {
 		sk.agg = a->agg;
 		if (wt_agg_read(c, &a->corr, &sk.corr))
@@ -526,7 +538,7 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 			ts = bpf_map_lookup_elem(&AGG_STARTS, &sk);
 		}
 		if (ts)
-			*ts = bpf_ktime_get_ns();
+			*ts = wt_agg_now(c);
 		else
 			wt_agg_lose(sk.agg, WT_LOSS_STARTS_FULL, 1);
 		return;
@@ -543,7 +555,7 @@ static __always_inline void wt_agg_act(const struct wt_agg_ctx *c, const struct 
 		*ts = 0;
 		/* As late as the start was stamped early: what lies between the two
 		 * stamps is the traced code, not ours. */
-		v = bpf_ktime_get_ns() - v;
+		v = wt_agg_now(c) - v;
 	} else if (a->fn != WT_FN_COUNT && wt_agg_read(c, &a->value, &v)) {
 		return;
 	}
