@@ -414,3 +414,79 @@ fn a_tenant_delegated_a_cgroup_sees_exactly_what_runs_there_and_kernel_stacks_ne
     assert_eq!(code, 0, "{err}");
     assert_eq!(map_value(&out, "syscall", "getppid"), Some(40_000), "{out}");
 }
+
+/// The daemon's resident set, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// BPF links held open by any process of the host.
+fn bpf_links() -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else { continue };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy() == "anon_inode:bpf_link") {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn a_hundred_sessions_and_twenty_killed_clients_leave_nothing_behind() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("life", 1);
+    let d = Daemon::start("life", &policy(&users, &[0]));
+    let links = bpf_links();
+    // A few sessions of each kind first, so that what the daemon keeps for good (its
+    // runtime's threads, their stacks and allocator arenas) is in the figure it must come
+    // back to; what grows with the number of sessions is not.
+    let kill = |i: usize| {
+        let mut s = Session::start(d.run(&users, 0, &["syscount", "-d", "60s"]), &d.dir, &format!("l{i}"));
+        assert_eq!(d.runs().len(), 1, "one run for session {i}");
+        s.child.kill().unwrap();
+        let _ = s.child.wait();
+        let started = Instant::now();
+        while !d.runs().is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(10), "run {i} outlived its client: {:?}", d.runs());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for i in 0..10 {
+        let o = run(&mut d.run(&users, 0, &["syscount", "-d", "100ms"]));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        if i % 5 == 0 {
+            kill(100 + i);
+        }
+    }
+    let start = rss_kib(d.child.id());
+    for i in 0..100 {
+        let o = run(&mut d.run(&users, 0, &["syscount", "-d", "100ms", "--param", "top=1"]));
+        assert_eq!(o.status.code(), Some(0), "session {i}: {}", stderr(&o));
+        assert!(stdout(&o).contains("@syscall["), "session {i}: {}", stdout(&o));
+    }
+    for i in 0..20 {
+        kill(i);
+    }
+    // Nothing left: no run, no session, no BPF link; the daemon's memory where it was.
+    assert!(d.runs().is_empty());
+    let o = run(users.command(0, &d.client()).args(["sessions", "--daemon"]).arg(&d.socket));
+    assert_eq!(stdout(&o).lines().count(), 1, "only the header: {}", stdout(&o));
+    assert_eq!(bpf_links(), links, "BPF links left behind");
+    let end = rss_kib(d.child.id());
+    assert!(end * 10 <= start * 11, "the daemon's RSS grew from {start} KiB to {end} KiB over 120 sessions");
+    eprintln!("daemon RSS: {start} KiB after the first sessions, {end} KiB after 120 more");
+    // And it still serves.
+    let o = run(&mut d.run(&users, 0, &["syscount", "-d", "100ms"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
