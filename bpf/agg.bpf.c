@@ -367,30 +367,25 @@ static __always_inline int wt_agg_sys_hist_update(const struct wt_agg_ctx *c, co
 	return 1;
 }
 
-/* The sample `v` into `map` (AGG_VALUES) under key `k` of aggregation `agg`. */
-static __always_inline void wt_agg_update_in(void *map, const void *k, __u32 agg, __s64 v)
+/* The sample `v` into AGG_VALUES under key `k`. */
+static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
 {
-	struct wt_agg_value *cur = bpf_map_lookup_elem(map, k);
+	struct wt_agg_value *cur = bpf_map_lookup_elem(&AGG_VALUES, k);
 
 	if (!cur) {
 		struct wt_agg_value init = { .count = 1, .sum = v, .min = v, .max = v };
 
-		if (!bpf_map_update_elem(map, k, &init, BPF_NOEXIST))
+		if (!bpf_map_update_elem(&AGG_VALUES, k, &init, BPF_NOEXIST))
 			return;
 		/* Another CPU created the key first; our slot of it is zero. */
-		cur = bpf_map_lookup_elem(map, k);
+		cur = bpf_map_lookup_elem(&AGG_VALUES, k);
 		if (!cur) {
 			wt_count(WT_AGG_KIND, WT_SLOT_DROPPED);
-			wt_agg_lose(agg, WT_LOSS_AGG_MAP_FULL, 0);
+			wt_agg_lose(k->agg, WT_LOSS_AGG_MAP_FULL, 0);
 			return;
 		}
 	}
 	wt_agg_fold(cur, v);
-}
-
-static __always_inline void wt_agg_update(const struct wt_agg_key *k, __s64 v)
-{
-	wt_agg_update_in(&AGG_VALUES, k, k->agg, v);
 }
 
 /* The index of (aggregation, comm) `k` in AGG_COMM_VALUES, given now if it has none;

@@ -104,6 +104,19 @@ impl Daemon {
         c
     }
 
+    /// Wait until no run the daemon started is left (10 s at most): `what` ended them.
+    fn wait_until_no_runs(&self, what: &str) {
+        let started = Instant::now();
+        while !self.runs().is_empty() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{what}: a run outlived its client: {:?}",
+                self.runs()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The runs the daemon has started that are still running.
     fn runs(&self) -> Vec<u32> {
         let me = self.child.id();
@@ -336,11 +349,7 @@ fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
         }
         s.child.kill().unwrap();
         let _ = s.child.wait();
-        let started = Instant::now();
-        while !d.runs().is_empty() {
-            assert!(started.elapsed() < Duration::from_secs(10), "the run outlived its client: {:?}", d.runs());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        d.wait_until_no_runs(&format!("client {round} killed"));
     }
     // Still serving, and nothing left behind: no run, no session.
     let o = run(&mut d.run(&users, 0, &["syscount", "-d", "1s"]));
@@ -456,11 +465,7 @@ fn a_hundred_sessions_and_twenty_killed_clients_leave_nothing_behind() {
         assert_eq!(d.runs().len(), 1, "one run for session {i}");
         s.child.kill().unwrap();
         let _ = s.child.wait();
-        let started = Instant::now();
-        while !d.runs().is_empty() {
-            assert!(started.elapsed() < Duration::from_secs(10), "run {i} outlived its client: {:?}", d.runs());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        d.wait_until_no_runs(&format!("client {i} killed"));
     };
     for i in 0..10 {
         let o = run(&mut d.run(&users, 0, &["syscount", "-d", "100ms"]));

@@ -114,11 +114,7 @@ const NR_SYSCALLS: u32 = crate::collect::table::NR_SYSCALLS;
 /// The slots `AGG_SYS_HIST` needs for `sites`: those of each aggregation id up to the
 /// largest that uses it; one if none does (a map has at least one).
 pub fn sys_hist_entries(sites: &[SiteConfig]) -> u32 {
-    let ids = sites
-        .iter()
-        .flat_map(|s| &s.actions)
-        .filter(|a| a[7] == Slots::SyscallBuckets.code())
-        .map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]));
+    let ids = sites.iter().flat_map(|s| &s.actions).filter(|a| a[7] == Slots::SyscallBuckets.code()).map(agg_of);
     ids.max().map_or(1, |m| (m + 1) * NR_SYSCALLS * SYS_HIST_STRIDE)
 }
 
@@ -129,9 +125,14 @@ pub const TASK_STARTS: u32 = 8;
 /// Aggregation ids with loss counters of their own in `AGG_LOSSES` (`WT_AGG_IDS`).
 pub const AGG_IDS: u32 = 1024;
 
+/// The aggregation id of an encoded action (`struct wt_agg_action`: agg at 0).
+fn agg_of(action: &[u8; ACTION_BYTES]) -> u32 {
+    u32::from_le_bytes([action[0], action[1], action[2], action[3]])
+}
+
 /// The number of aggregation ids the sites use (the largest plus one).
 pub fn agg_ids(sites: &[SiteConfig]) -> u32 {
-    let ids = sites.iter().flat_map(|s| &s.actions).map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]));
+    let ids = sites.iter().flat_map(|s| &s.actions).map(agg_of);
     ids.max().map_or(0, |m| m.saturating_add(1))
 }
 
@@ -141,9 +142,9 @@ pub const TID_AGGS_MAX: usize = 64;
 pub const TID_AGGS_BYTES: usize = 4 + 4 * TID_AGGS_MAX;
 
 /// The aggregations whose starts are keyed by a thread id in `AGG_STARTS` (`WT_SRC_TID`
-/// not kept with the thread, or a field flagged `WT_SRC_TASK`), read back from the encoded actions (`struct wt_agg_action`:
-/// agg at 0, role at 4, the correlation's source at 48 and flags at 50): the kernel
-/// forgets their starts when the thread exits.
+/// not kept with the thread, or a field flagged `WT_SRC_TASK`), read back from the
+/// encoded actions (`struct wt_agg_action`: role at 4, the correlation's source at 48
+/// and flags at 50): the kernel forgets their starts when the thread exits.
 pub fn tid_keyed_aggs(sites: &[SiteConfig]) -> Vec<u32> {
     const ROLE_START: u8 = 1;
     const SRC_TID: u8 = 3;
@@ -154,7 +155,7 @@ pub fn tid_keyed_aggs(sites: &[SiteConfig]) -> Vec<u32> {
         .iter()
         .flat_map(|s| &s.actions)
         .filter(|a| a[4] == ROLE_START && a[50] & SRC_CURRENT == 0 && (a[48] == SRC_TID || a[50] & SRC_TASK != 0))
-        .map(|a| u32::from_le_bytes([a[0], a[1], a[2], a[3]]))
+        .map(agg_of)
         .collect();
     ids.sort_unstable();
     ids.dedup();
