@@ -80,4 +80,15 @@ static __always_inline void wt_output(__u32 row, __u8 *buf, __u32 size)
 		wt_count(row, WT_SLOT_EMITTED);
 }
 
+/* Finish a record of `size` bytes that passed its filters: within the run's quota, add
+ * the stacks `stacks` asks for (WT_STACK_*), then out into the ring. */
+static __always_inline void wt_finish(void *ctx, __u32 row, __u8 *buf, __u32 size, __u32 stacks)
+{
+	if (!wt_quota_pass(row))
+		return;
+	if (stacks)
+		size = wt_add_stacks(ctx, buf, size, stacks);
+	wt_output(row, buf, size);
+}
+
 #endif /* WASMTAP_EMIT_BPF_H */

@@ -211,6 +211,8 @@ static __always_inline int wt_open_exit(long ret)
 		goto out;
 	}
 	e->h.size = size;
+	if (!wt_quota_pass(WT_OPEN))
+		goto out;
 	if (bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))
 		wt_count(WT_OPEN, WT_SLOT_DROPPED);
 	else

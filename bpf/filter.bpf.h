@@ -102,6 +102,31 @@ struct {
 	__type(value, __u64);
 } LOSSES SEC(".maps");
 
+/*
+ * The run's events-per-second quota (a tenant's `events_per_sec`): one budget for all
+ * the run's collectors, since each collector is an object of its own. The host creates
+ * one array of one counter, sets it in every collector's QUOTA before attaching, and
+ * zeroes the counter at the start of every window (100 ms): the kernel only counts and
+ * compares, with no clock to read. An event past the window's budget is lost under
+ * WT_LOSS_QUOTA before it is built or written; only events that pass every filter
+ * count. A host too slow to start the next window lets fewer events through, never more.
+ */
+const volatile __u64 cfg_quota_per_window = 0; /* 0: no quota, none of this runs */
+
+struct wt_quota_map {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64); /* events let through in this window */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct wt_quota_map);
+} QUOTA SEC(".maps");
+
 /* Count one loss under its reason (enum wt_loss); called on failure paths only. */
 static __always_inline void wt_lose(__u32 reason)
 {
@@ -126,6 +151,28 @@ static __always_inline void wt_count_lost(__u32 row, __u32 reason)
 {
 	wt_count(row, WT_SLOT_LOST);
 	wt_lose(reason);
+}
+
+/* Whether the run's quota lets one more event of `row` out; if not, it is counted lost
+ * under WT_LOSS_QUOTA. Without a quota this is nothing (the verifier drops it). */
+static __always_inline int wt_quota_pass(__u32 row)
+{
+	__u32 zero = 0;
+	__u64 *used = NULL;
+	void *inner;
+
+	if (!cfg_quota_per_window)
+		return 1;
+	inner = bpf_map_lookup_elem(&QUOTA, &zero);
+	if (inner)
+		used = bpf_map_lookup_elem(inner, &zero);
+	/* Without its budget (the host sets it before attaching) nothing goes out. */
+	if (!used || *used >= cfg_quota_per_window) {
+		wt_count_lost(row, WT_LOSS_QUOTA);
+		return 0;
+	}
+	__sync_fetch_and_add(used, 1);
+	return 1;
 }
 
 /* The row of entry `i` of a probe table whose rows start at `base` and number `n`;

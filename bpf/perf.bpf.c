@@ -29,7 +29,7 @@ struct {
 
 static __always_inline int wt_perf(struct bpf_perf_event_data *ctx, __u32 event)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, size;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct wt_perf_config *cfg = bpf_map_lookup_elem(&PERF_CONFIG, &event);
 	struct wt_sample *e;
 	__u32 row;
@@ -51,10 +51,7 @@ static __always_inline int wt_perf(struct bpf_perf_event_data *ctx, __u32 event)
 	e->ip = PT_REGS_IP(&ctx->regs);
 	if (!wt_preds_pass(row, &cfg->preds, buf))
 		return 0;
-	size = sizeof(*e);
-	if (cfg->stacks)
-		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(row, buf, size);
+	wt_finish(ctx, row, buf, sizeof(*e), cfg->stacks);
 	return 0;
 }
 

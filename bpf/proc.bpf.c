@@ -131,10 +131,9 @@ static __always_inline int wt_exec_exit(long ret)
 	e->ret = ret;
 	if (size > sizeof(*e))
 		wt_count_lost(WT_EXEC, WT_LOSS_TOO_BIG);
-	else if (bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags))
-		wt_count(WT_EXEC, WT_SLOT_DROPPED);
-	else
-		wt_count(WT_EXEC, WT_SLOT_EMITTED);
+	else if (wt_quota_pass(WT_EXEC))
+		wt_count(WT_EXEC,
+			 bpf_ringbuf_output(&EVENTS, e, size, cfg_submit_flags) ? WT_SLOT_DROPPED : WT_SLOT_EMITTED);
 	bpf_map_delete_elem(&EXECS, &tid);
 	return 0;
 }
@@ -170,7 +169,7 @@ int BPF_PROG(wt_fork, struct task_struct *parent, struct task_struct *child)
 	struct wt_fork *e;
 
 	wt_track_fork(parent, child);
-	if (!cfg_emit_fork || !wt_pass_task(WT_FORK, ptgid))
+	if (!cfg_emit_fork || !wt_pass_task(WT_FORK, ptgid) || !wt_quota_pass(WT_FORK))
 		return 0;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
@@ -193,7 +192,7 @@ int BPF_PROG(wt_exit, struct task_struct *task)
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	struct wt_exit *e;
 
-	if (!cfg_emit_exit || !wt_pass_task(WT_EXIT, tgid))
+	if (!cfg_emit_exit || !wt_pass_task(WT_EXIT, tgid) || !wt_quota_pass(WT_EXIT))
 		goto out;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {

@@ -67,6 +67,8 @@ int BPF_PROG(wt_sys_enter, struct pt_regs *regs, long id)
 	wt_read_sys_args(args, regs);
 	if (cfg_filter_args && !wt_pass_args(row, (__u32)id, args))
 		return 0;
+	if (!wt_quota_pass(row))
+		return 0;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
 		wt_count(row, WT_SLOT_DROPPED);
@@ -91,6 +93,8 @@ int BPF_PROG(wt_sys_exit, struct pt_regs *regs, long ret)
 	if (!wt_pass_task(row, tgid) || !wt_pass_syscall(row, id))
 		return 0;
 	if (cfg_filter_args && !wt_pass_args(row, WT_NR_SYSCALLS + (__u32)id, &ret))
+		return 0;
+	if (!wt_quota_pass(row))
 		return 0;
 	e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {

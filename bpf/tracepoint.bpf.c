@@ -70,9 +70,7 @@ static __always_inline void wt_tp_emit(void *ctx, __u8 *buf, const struct wt_tp_
 
 	((struct wt_tracepoint *)buf)->data_len = len;
 	size = (sizeof(struct wt_tracepoint) + len + 7) & ~7U;
-	if (cfg->stacks)
-		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(wt_tp_row(cfg), buf, size);
+	wt_finish(ctx, wt_tp_row(cfg), buf, size, cfg->stacks);
 }
 
 SEC("tracepoint")

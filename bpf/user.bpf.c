@@ -87,7 +87,7 @@ static __always_inline __u64 wt_usdt_arg(struct pt_regs *ctx, const struct wt_us
 
 static __always_inline int wt_user(struct pt_regs *ctx)
 {
-	__u32 slot = (__u32)bpf_get_attach_cookie(ctx), tgid = bpf_get_current_pid_tgid() >> 32, size, i;
+	__u32 slot = (__u32)bpf_get_attach_cookie(ctx), tgid = bpf_get_current_pid_tgid() >> 32, i;
 	struct wt_user_config *cfg = bpf_map_lookup_elem(&USER_CONFIG, &slot);
 	__u32 row = wt_row(WT_USER, WT_ROW_USER, WT_USER_SLOTS, slot);
 	struct wt_user *e;
@@ -131,10 +131,7 @@ static __always_inline int wt_user(struct pt_regs *ctx)
 	}
 	if (!wt_preds_pass(row, &cfg->preds, buf))
 		return 0;
-	size = sizeof(*e);
-	if (cfg->stacks)
-		size = wt_add_stacks(ctx, buf, size, cfg->stacks);
-	wt_output(row, buf, size);
+	wt_finish(ctx, row, buf, sizeof(*e), cfg->stacks);
 	return 0;
 }
 

@@ -46,7 +46,8 @@ enum wt_loss {
 	WT_LOSS_AGG_MAP_FULL = 4,  /* agg_map_full: an aggregation update lost (AGG_VALUES full) */
 	WT_LOSS_STARTS_FULL = 5,   /* start_map_full: an interval's start not kept (AGG_STARTS full) */
 	WT_LOSS_SCOPE_FULL = 6,    /* scope_map_full: a thread in scope not remembered (SCOPED_TIDS full) */
-	WT_LOSSES = 7,
+	WT_LOSS_QUOTA = 7,         /* quota: an event over the run's events-per-second quota (QUOTA) */
+	WT_LOSSES = 8,
 };
 #define WT_KINDS 16
 

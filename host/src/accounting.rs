@@ -23,6 +23,41 @@ pub struct Accounting {
     /// What the collectors cost the traced system (live runs with the overload guard).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collectors: Option<CollectorCost>,
+    /// What the run as a whole was held to, beyond its plugins' limits.
+    #[serde(skip_serializing_if = "RunBounds::is_empty")]
+    pub bounds: RunBounds,
+}
+
+/// What a run as a whole is held to beyond its plugins' limits: an events-per-second
+/// quota (`--max-events-per-sec`, a tenant's `events_per_sec`) and, for a tenant's run,
+/// the cgroup its session holds it in.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct RunBounds {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_per_sec: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupBounds>,
+}
+
+impl RunBounds {
+    pub fn is_empty(&self) -> bool {
+        *self == RunBounds::default()
+    }
+}
+
+/// A session's cgroup as the kernel holds the run to it, read back from its files.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct CgroupBounds {
+    /// `v2`, or `v1` (one directory per controller, as on hybrid hosts).
+    pub version: String,
+    pub dirs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// CPU, in percent of one CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u64>,
 }
 
 /// The host process's memory at the end of a run, and what can be told of its parts.
@@ -255,11 +290,14 @@ pub enum LossReason {
     /// A thread in the run's scope was not remembered as such (the map was full), so
     /// the intervals other tasks time for it may be missed. A count of threads.
     ScopeMapFull,
+    /// An event over the run's events-per-second quota (a tenant's `events_per_sec`),
+    /// lost in the kernel before it was written.
+    Quota,
 }
 
 impl LossReason {
     /// Every reason, in the order of `enum wt_loss` (its index is the map key).
-    pub const ALL: [LossReason; 7] = [
+    pub const ALL: [LossReason; 8] = [
         LossReason::TargetsFull,
         LossReason::ExecMapFull,
         LossReason::OpenMapFull,
@@ -267,6 +305,7 @@ impl LossReason {
         LossReason::AggMapFull,
         LossReason::StartMapFull,
         LossReason::ScopeMapFull,
+        LossReason::Quota,
     ];
 
     /// The name in reports: `targets_full`, `exec_map_full`...
@@ -279,6 +318,7 @@ impl LossReason {
             LossReason::AggMapFull => "agg_map_full",
             LossReason::StartMapFull => "start_map_full",
             LossReason::ScopeMapFull => "scope_map_full",
+            LossReason::Quota => "quota",
         }
     }
 

@@ -115,7 +115,7 @@ pub fn run(
         plugin_memory_peak_bytes: plugins.memory_peak_bytes(),
         ..HostUsage::now()
     };
-    Ok(Accounting { kernel, plugins: stats, command_status, host, collectors })
+    Ok(Accounting { kernel, plugins: stats, command_status, host, collectors, bounds: Default::default() })
 }
 
 /// Recording as a tee on any source: each chunk is written before the plugins see it,

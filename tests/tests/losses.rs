@@ -90,3 +90,53 @@ fn full_target_and_start_maps_are_counted_by_reason_and_reported_live() {
     let want = format!("targets_full {} child processes not followed; start_map_full ", CHILDREN - followed);
     assert!(report.contains(&want) && report.ends_with(" intervals"), "{report}");
 }
+
+/// Calls the quota test's command makes, and the quota: far more than it lets through.
+const STORM: u64 = 2_000_000;
+const QUOTA: u64 = 50_000;
+
+#[test]
+fn events_over_the_quota_are_lost_in_the_kernel_as_quota_and_the_rest_arrive() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} {STORM}", workload("getppid_loop").display());
+    let started = std::time::Instant::now();
+    let o = run(wasmtap().args([
+        "run",
+        "syscount",
+        "--param",
+        "mode=stream",
+        "--param",
+        "syscall=getppid",
+        "--max-events-per-sec",
+        &QUOTA.to_string(),
+        "-o",
+        "json",
+        "-c",
+        &cmd,
+    ]));
+    let elapsed = started.elapsed().as_secs_f64();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(err.contains(&STORM.to_string()), "the workload ran: {err}");
+    let lines = json_lines(&out);
+    let acct = &lines.iter().find(|v| v["type"] == "accounting").expect("accounting")["data"];
+    let streamed = lines
+        .iter()
+        .find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some())
+        .map(|v| u(&v["data"]["@syscall"]["getppid"]))
+        .expect("@syscall");
+    let quota = u(&acct["kernel"]["losses"]["quota"]);
+    // Every call is either streamed to the plugin or lost to the quota, none otherwise.
+    assert_eq!(streamed + quota, STORM, "{acct}");
+    assert_eq!(u(&acct["kernel"]["kinds"]["sys_enter"]["lost"]), quota, "{acct}");
+    assert_eq!(u(&acct["kernel"]["kinds"]["sys_enter"]["dropped"]), 0, "{acct}");
+    assert_eq!(acct["kernel"]["losses"].as_object().map(|m| m.len()), Some(1), "{acct}");
+    // At most a tenth of the quota per 100 ms window the run was open; at least one.
+    let windows = (elapsed * 10.0).ceil() as u64 + 1;
+    assert!(streamed <= windows * QUOTA / 10, "{streamed} in {elapsed:.2} s: {acct}");
+    assert!(streamed >= QUOTA / 10, "{streamed} in {elapsed:.2} s: {acct}");
+    assert_eq!(u(&acct["bounds"]["events_per_sec"]), QUOTA, "{acct}");
+    assert_eq!(o.status.code(), Some(1), "losses end the run with problems\n{err}");
+}

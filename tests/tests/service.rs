@@ -69,7 +69,9 @@ impl Daemon {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::copy(wasmtap_bin(), dir.join("wasmtap")).unwrap();
-        std::fs::copy(workload("getppid_loop"), dir.join("getppid_loop")).unwrap();
+        for w in ["getppid_loop", "getppid_paced"] {
+            std::fs::copy(workload(w), dir.join(w)).unwrap();
+        }
         std::fs::write(dir.join("policy.toml"), policy).unwrap();
         let socket = dir.join("wasmtap.sock");
         let child = wasmtap()
@@ -173,7 +175,12 @@ impl Session {
             .expect("start a client");
         let s = Session { child, out, err };
         let started = Instant::now();
-        while !std::fs::read_to_string(&s.err).unwrap_or_default().contains("Attached") {
+        // "Attached …" on stderr; with `-o json`, an `attached_probes` line on stdout.
+        let attached = |s: &Session| {
+            s.stderr().contains("Attached")
+                || std::fs::read_to_string(&s.out).unwrap_or_default().contains("\"attached_probes\"")
+        };
+        while !attached(&s) {
             assert!(started.elapsed() < Duration::from_secs(30), "{name} did not attach: {}", s.stderr());
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -494,4 +501,84 @@ fn a_hundred_sessions_and_twenty_killed_clients_leave_nothing_behind() {
     // And it still serves.
     let o = run(&mut d.run(&users, 0, &["syscount", "-d", "100ms"]));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// Calls tenant B makes, paced, while tenant A floods: 200 rounds of 5,000, 10 ms apart.
+const PACED: u64 = 1_000_000;
+/// Tenant A's events a second.
+const FLOOD_QUOTA: u64 = 100_000;
+
+#[test]
+fn a_tenant_flooding_its_quota_loses_its_own_events_as_quota_and_no_other_tenant_loses_any() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("fld", 2);
+    let policy = format!(
+        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\"]\nplugins = \"vetted\"\n\
+         [tenant.quotas]\nevents_per_sec = {FLOOD_QUOTA}\n\n\
+         [[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\"]\nplugins = \"vetted\"\n",
+        users.name(0),
+        users.name(1)
+    );
+    let d = Daemon::start("flood", &policy);
+    // Both stream every getppid of their own processes to the plugin, which counts them.
+    let stream = ["syscount", "--param", "mode=stream", "--param", "syscall=getppid", "--param", "top=0", "-o", "json"];
+    let a = Session::start(d.run(&users, 0, &stream), &d.dir, "a");
+    let a_started = Instant::now();
+    // A's storm: unpaced, as fast as one CPU calls getppid, far above its quota.
+    let mut storm = users.command(0, &d.getppid_loop()).arg("1000000000").stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    // B meanwhile: exactly PACED calls, streamed, through its own -c command.
+    let paced = format!("{} 200 5000 10", d.dir.join("getppid_paced").display());
+    let mut b_args = stream.to_vec();
+    b_args.extend(["-c", &paced]);
+    let b = run(&mut d.run(&users, 1, &b_args));
+    // A runs past its first live report (5 s), then Ctrl-C asks it for its report.
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(a_started.elapsed()));
+    let _ = storm.kill();
+    let _ = storm.wait();
+    assert!(Command::new("kill").args(["-INT", &a.child.id().to_string()]).status().unwrap().success());
+    let a_elapsed = a_started.elapsed().as_secs_f64();
+    let (code_a, out_a, err_a) = a.finish();
+
+    // B: every one of its calls, nothing lost anywhere.
+    let (out_b, err_b) = (stdout(&b), stderr(&b));
+    assert_eq!(b.status.code(), Some(0), "{err_b}");
+    let lines = json_lines(&out_b);
+    let count = |lines: &[serde_json::Value]| {
+        lines
+            .iter()
+            .find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some())
+            .map(|v| u(&v["data"]["@syscall"]["getppid"]))
+    };
+    assert_eq!(count(&lines), Some(PACED), "{out_b}");
+    let acct_b = &lines.iter().find(|v| v["type"] == "accounting").expect("B's accounting")["data"];
+    let enter = &acct_b["kernel"]["kinds"]["sys_enter"];
+    assert_eq!((u(&enter["dropped"]), enter.get("lost")), (0, None), "{acct_b}");
+    assert!(acct_b["kernel"].get("losses").is_none(), "{acct_b}");
+    assert_eq!(u(&acct_b["kernel"]["pipeline_dropped"]), 0, "{acct_b}");
+    assert_eq!(u(&acct_b["plugins"][0]["dropped"]), 0, "{acct_b}");
+    assert_eq!(u(&acct_b["bounds"]["events_per_sec"]), 2_000_000, "B holds to the default quota: {acct_b}");
+
+    // A: what its quota let through, the rest lost as `quota`, said live and at the end.
+    let lines = json_lines(&out_a);
+    let acct_a = &lines.iter().find(|v| v["type"] == "accounting").expect("A's accounting")["data"];
+    let streamed = count(&lines).expect("A's @syscall");
+    let quota = u(&acct_a["kernel"]["losses"]["quota"]);
+    assert!(quota > 1_000_000, "the storm made millions of calls: {acct_a}");
+    let windows = (a_elapsed * 10.0).ceil() as u64 + 1;
+    assert!(streamed <= windows * FLOOD_QUOTA / 10, "{streamed} in {a_elapsed:.1} s: {acct_a}");
+    assert_eq!(u(&acct_a["kernel"]["kinds"]["sys_enter"]["dropped"]), 0, "{acct_a}");
+    assert_eq!(u(&acct_a["bounds"]["events_per_sec"]), FLOOD_QUOTA, "{acct_a}");
+    let report = err_a.lines().find(|l| l.starts_with("wasmtap: lost in the last 5 s: "));
+    assert!(report.is_some_and(|l| l.contains("quota ") && l.ends_with(" events")), "{err_a}");
+    assert_eq!(code_a, 1, "losses end A's run with problems: {err_a}");
+    // Its session's cgroup, as the kernel holds it: 384 MiB for the host, 64 for its plugin.
+    let cgroup = &acct_a["bounds"]["cgroup"];
+    let version = cgroup["version"].as_str().unwrap_or("");
+    assert!(version == "v1" || version == "v2", "{acct_a}");
+    assert_eq!(u(&cgroup["memory_bytes"]), 448 << 20, "{acct_a}");
+    assert_eq!(u(&cgroup["cpu_percent"]), 150, "100 % for the host, 50 for its plugin: {acct_a}");
 }

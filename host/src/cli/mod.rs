@@ -96,6 +96,11 @@ pub struct TraceArgs {
     /// the collectors, but no more than its own CPU.
     #[arg(long, value_name = "PERCENT", default_value = "100")]
     max_kernel_cpu: String,
+    /// Let at most N events a second reach the plugins, over all probes (the events
+    /// kernel aggregations count are not events sent); the rest are lost in the kernel,
+    /// counted under `quota`. A tenant's run holds to its policy's `events_per_sec`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_events_per_sec: Option<u64>,
     /// Talk to the wasmtap daemon at SOCKET (the way a user without privileges runs);
     /// the default for a user who is not root is the policy's socket.
     #[arg(long, value_name = "SOCKET")]

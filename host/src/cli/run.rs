@@ -7,8 +7,9 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 
 use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
+use crate::accounting::RunBounds;
 use crate::clock::Clock;
-use crate::collect::live::{KernelFilter, Live, LiveConfig};
+use crate::collect::live::{EventQuota, KernelFilter, Live, LiveConfig};
 use crate::collect::map_sizes::MapSizes;
 use crate::collect::overload;
 use crate::collect::recording::{Header, Writer};
@@ -42,6 +43,8 @@ fn trace(
 ) -> anyhow::Result<Outcome> {
     // A tenant's run joins its session's cgroup while it has one thread.
     crate::service::cgroup::join(&trace.cgroup)?;
+    // Read now: once confined, the thread that reports opens no file.
+    let cgroup_bounds = crate::service::cgroup::bounds(&trace.cgroup);
     // Checked first, like any other bad input: nothing is loaded or started yet.
     let map_sizes = MapSizes::from_env()?;
     let tenant: Option<TenantRule> = match &trace.tenant {
@@ -122,6 +125,11 @@ fn trace(
         Some(t) => t.narrow(f),
         None => Ok(f),
     };
+    let quota = match &tenant {
+        Some(t) => Some(t.cap_events(trace.max_events_per_sec)),
+        None => trace.max_events_per_sec,
+    }
+    .map(|per_sec| EventQuota { per_sec });
     let config = LiveConfig {
         kinds: plugins.kinds(),
         filter: narrow(KernelFilter { targets: targets.clone(), follow_children, ..agreed })?,
@@ -130,6 +138,7 @@ fn trace(
         agg_filter: narrow(KernelFilter { targets: agg_targets, follow_children, ..agg_filter })?,
         map_sizes,
         meter_tgid: meter.as_ref().map(overload::Meter::pid),
+        quota,
     };
     let (mut live, rx) = Live::start(&config)?;
     if let Some(values) = live.take_values() {
@@ -198,7 +207,8 @@ fn trace(
         }
         None => &mut live,
     };
-    let accounting = pipeline::run(&mut plugins, source, opts, &mut out)?;
+    let mut accounting = pipeline::run(&mut plugins, source, opts, &mut out)?;
+    accounting.bounds = RunBounds { events_per_sec: quota.map(|q| q.per_sec), cgroup: cgroup_bounds };
     watchdog::beat(Doing::Reporting);
     out.accounting(&accounting, common.stats);
     out.close().map_err(anyhow::Error::msg)?;

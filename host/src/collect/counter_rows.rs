@@ -24,7 +24,7 @@ use crate::accounting::{CounterRow, KernelCounters, KindCounters};
 /// Counter slots per row (`WT_SLOTS`): filtered, emitted, dropped, lost.
 pub const SLOTS: u32 = 4;
 /// Loss reasons (`WT_LOSSES`): the entries of each collector's `LOSSES` map.
-pub const LOSSES: u32 = 7;
+pub const LOSSES: u32 = 8;
 /// Rows of record kinds (`WT_KINDS`).
 pub const KIND_ROWS: u32 = 16;
 /// Syscall ids with a row of their own (`WT_NR_SYSCALLS`).

@@ -338,6 +338,7 @@ pub(super) fn accounting(report: &crate::accounting::Accounting) -> Vec<String> 
     if let Some(c) = &report.collectors {
         lines.extend(collector_cost(c));
     }
+    lines.extend(bounds(&report.bounds));
     let host = &report.host;
     if host.peak_rss_bytes > 0 {
         lines.push(format!("  host: resident {} MiB, peak {} MiB", host.rss_bytes >> 20, host.peak_rss_bytes >> 20));
@@ -351,6 +352,29 @@ pub(super) fn accounting(report: &crate::accounting::Accounting) -> Vec<String> 
                 mib(host.rest_bytes())
             ));
         }
+    }
+    lines
+}
+
+/// `run: at most N events/s…` and `cgroup v1: memory …`: what the run was held to.
+fn bounds(b: &crate::accounting::RunBounds) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(n) = b.events_per_sec {
+        lines.push(format!("  quota: at most {n} events a second from the kernel (the rest lost as `quota`)"));
+    }
+    if let Some(c) = &b.cgroup {
+        let mut held = Vec::new();
+        if let Some(m) = c.memory_bytes {
+            held.push(format!("memory {} MiB", m >> 20));
+        }
+        if let Some(p) = c.cpu_percent {
+            held.push(format!("cpu {p}% of one CPU"));
+        }
+        if let Some(t) = c.tasks {
+            held.push(format!("{t} tasks"));
+        }
+        let held = if held.is_empty() { "no limits".to_string() } else { held.join(", ") };
+        lines.push(format!("  cgroup {}: {held} ({})", c.version, c.dirs.join(", ")));
     }
     lines
 }
@@ -444,6 +468,32 @@ mod tests {
         let mut s = String::new();
         push_clock_time(&mut s, ((86_400 + 13 * 3600 + 5 * 60 + 9) * 1000 + 42) * 1_000_000 + 999_999);
         assert_eq!(s, "13:05:09.042");
+    }
+
+    #[test]
+    fn what_a_run_was_held_to_is_one_line_each() {
+        use crate::accounting::{CgroupBounds, RunBounds};
+        assert!(bounds(&RunBounds::default()).is_empty());
+        let b = RunBounds {
+            events_per_sec: Some(100_000),
+            cgroup: Some(CgroupBounds {
+                version: "v1".into(),
+                dirs: vec![
+                    "/sys/fs/cgroup/memory/wasmtap/session-3".into(),
+                    "/sys/fs/cgroup/cpu/wasmtap/session-3".into(),
+                ],
+                memory_bytes: Some(448 << 20),
+                cpu_percent: Some(150),
+                tasks: Some(256),
+            }),
+        };
+        assert_eq!(
+            bounds(&b),
+            [
+                "  quota: at most 100000 events a second from the kernel (the rest lost as `quota`)",
+                "  cgroup v1: memory 448 MiB, cpu 150% of one CPU, 256 tasks (/sys/fs/cgroup/memory/wasmtap/session-3, /sys/fs/cgroup/cpu/wasmtap/session-3)",
+            ]
+        );
     }
 
     fn render(a: &Aggregation) -> String {

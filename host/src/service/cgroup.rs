@@ -124,6 +124,36 @@ pub fn join(dirs: &[PathBuf]) -> io::Result<()> {
     Ok(())
 }
 
+/// The limits the kernel holds a run in `dirs` to, read back from their files: what
+/// `--stats` says of a tenant's run. None without directories.
+pub fn bounds(dirs: &[PathBuf]) -> Option<crate::accounting::CgroupBounds> {
+    let first = dirs.first()?;
+    let read = |file: &Path| std::fs::read_to_string(file).ok().map(|s| s.trim().to_string());
+    let number = |file: &Path| read(file).and_then(|s| s.parse::<u64>().ok());
+    let mut b = crate::accounting::CgroupBounds {
+        version: if first.join("cgroup.controllers").exists() { "v2" } else { "v1" }.to_string(),
+        dirs: dirs.iter().map(|d| d.display().to_string()).collect(),
+        ..Default::default()
+    };
+    for dir in dirs {
+        b.memory_bytes = b.memory_bytes.or_else(|| number(&dir.join("memory.max")));
+        b.memory_bytes = b.memory_bytes.or_else(|| number(&dir.join("memory.limit_in_bytes")));
+        b.tasks = b.tasks.or_else(|| number(&dir.join("pids.max")));
+        if let Some(max) = read(&dir.join("cpu.max")) {
+            let mut parts = max.split_whitespace().map(|p| p.parse::<u64>().ok());
+            if let (Some(Some(quota)), Some(Some(period))) = (parts.next(), parts.next()) {
+                b.cpu_percent = Some(quota * 100 / period.max(1));
+            }
+        }
+        if let (Some(quota), Some(period)) =
+            (number(&dir.join("cpu.cfs_quota_us")), number(&dir.join("cpu.cfs_period_us")))
+        {
+            b.cpu_percent = Some(quota * 100 / period.max(1));
+        }
+    }
+    Some(b)
+}
+
 fn v2_has(root: &Path, controllers: &[&str]) -> bool {
     let have = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
     controllers.iter().all(|c| have.split_whitespace().any(|h| h == *c))

@@ -36,6 +36,8 @@ pub struct TenantRule {
     pub memory_mib: u32,
     pub cpu_percent: u32,
     pub output_kib_per_sec: u64,
+    /// Events a second the run's collectors may send it (`--max-events-per-sec` up to this).
+    pub events_per_sec: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +73,13 @@ impl TenantRule {
             memory_mib: q.memory_mib,
             cpu_percent: q.cpu_percent,
             output_kib_per_sec: q.output_kib_per_sec,
+            events_per_sec: q.events_per_sec,
         }
+    }
+
+    /// The events-per-second quota of the run: what was asked, at most the rule's.
+    pub fn cap_events(&self, asked: Option<u64>) -> u64 {
+        asked.map_or(self.events_per_sec, |n| n.min(self.events_per_sec))
     }
 
     /// `filter` narrowed to the tenant's scope: what the plugins asked for AND the scope.

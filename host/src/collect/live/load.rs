@@ -60,6 +60,7 @@ pub(super) struct Globals {
     pub(super) args: u32,
     pub(super) emit_fork: u32,
     pub(super) emit_exit: u32,
+    pub(super) quota_per_window: u64,
 }
 
 impl Globals {
@@ -79,6 +80,7 @@ impl Globals {
             args: flag(!config.table.syscall_preds.is_empty()),
             emit_fork: flag(config.kinds.contains(&Kind::Fork)),
             emit_exit: flag(config.kinds.contains(&Kind::Exit)),
+            quota_per_window: config.quota.map_or(0, |q| q.window().0),
         }
     }
 }
@@ -107,7 +109,8 @@ pub(super) fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals
         .override_global("cfg_filter_syscalls", &g.syscalls, false)
         .override_global("cfg_filter_args", &g.args, false)
         .override_global("cfg_emit_fork", &g.emit_fork, false)
-        .override_global("cfg_emit_exit", &g.emit_exit, false);
+        .override_global("cfg_emit_exit", &g.emit_exit, false)
+        .override_global("cfg_quota_per_window", &g.quota_per_window, true);
     let bytes = match c {
         Collector::Syscalls => SYSCALLS_OBJ,
         Collector::Proc => PROC_OBJ,

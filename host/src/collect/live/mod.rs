@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use std::os::fd::AsFd;
 
-use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
+use aya::maps::{Array, ArrayOfMaps, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::{PerfEvent, RawTracePoint, TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
@@ -95,6 +95,30 @@ pub struct LiveConfig {
     pub map_sizes: MapSizes,
     /// The overload guard's measuring process, never traced (like the host itself).
     pub meter_tgid: Option<u32>,
+    /// At most this many events a second reach the host, over every collector of the
+    /// run together ([`EventQuota`]); the rest are lost in the kernel under `quota`.
+    pub quota: Option<EventQuota>,
+}
+
+/// An events-per-second quota as the kernel keeps it: a budget per window, shared by
+/// every collector of the run, each window started by the host (`bpf/filter.bpf.h`).
+/// Windows of 100 ms, so that a flood is cut off within a tenth of a second rather than
+/// let through for a whole second at a time; quotas under 100 a second keep one-second
+/// windows, so that they are exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventQuota {
+    pub per_sec: u64,
+}
+
+impl EventQuota {
+    /// Events let through per window, and the window.
+    pub fn window(self) -> (u64, Duration) {
+        if self.per_sec >= 100 {
+            (self.per_sec / 10, Duration::from_millis(100))
+        } else {
+            (self.per_sec.max(1), Duration::from_secs(1))
+        }
+    }
 }
 
 /// Running collectors and their drain thread.
@@ -143,6 +167,11 @@ impl Live {
             objects.push((c, obj));
         }
         drop(loader);
+        let stop = Arc::new(AtomicBool::new(false));
+        if let Some(quota) = config.quota {
+            let budget = share_quota(&mut objects)?;
+            start_windows(budget, quota.window().1, stop.clone()).map_err(CollectError::Thread)?;
+        }
         let mut rings = Vec::new();
         let mut ring_bytes = 0;
         let mut values = None;
@@ -179,7 +208,6 @@ impl Live {
             ring_bytes += 2 * u64::from(ring_size(c)) + 2 * 4096;
         }
         let (tx, rx) = crate::collect::queue::bounded(BYTES_IN_FLIGHT);
-        let stop = Arc::new(AtomicBool::new(false));
         let pipeline_drops = Arc::new(AtomicU64::new(0));
         let malformed = Arc::new(AtomicU64::new(0));
         let drainer = Drainer {
@@ -336,6 +364,39 @@ impl Live {
     }
 }
 
+/// One quota budget for the run, set in every collector's `QUOTA` before anything is
+/// attached (each collector is an object of its own, with maps of its own).
+fn share_quota(objects: &mut [(Collector, Ebpf)]) -> Result<Array<MapData, u64>, CollectError> {
+    let first = objects.first().map_or(Collector::Syscalls, |(c, _)| *c);
+    let budget: Array<MapData, u64> =
+        Array::create(1, 0).map_err(|e| CollectError::Map { collector: first, map: "QUOTA", reason: e.to_string() })?;
+    for (c, obj) in objects {
+        let c = *c;
+        let err = |e: aya::maps::MapError| CollectError::Map { collector: c, map: "QUOTA", reason: e.to_string() };
+        let mut quota: ArrayOfMaps<_, Array<MapData, u64>> =
+            ArrayOfMaps::try_from(map_of(c, obj, "QUOTA")?).map_err(err)?;
+        quota.set(0, &budget, 0).map_err(err)?;
+    }
+    Ok(budget)
+}
+
+/// Start a window of the quota every `window` until the run stops: the events let
+/// through count from zero again. A thread of its own, so that a drain thread held up
+/// by a slow plugin does not hold up the windows (its losses are the ring's, not the
+/// quota's). Late, it lets fewer events through, never more.
+fn start_windows(mut budget: Array<MapData, u64>, window: Duration, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    let thread = move || {
+        let mut next = std::time::Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            next += window;
+            std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
+            // A failed write leaves the window closed: fewer events, never more.
+            let _ = budget.set(0, 0, 0);
+        }
+    };
+    std::thread::Builder::new().name("wasmtap-quota".into()).spawn(thread).map(drop)
+}
+
 impl Drop for Live {
     /// Stop, and wait for the drain thread's last pass. Drop the [`ChunkReceiver`] first
     /// (or take every chunk until the stream ends): the last pass waits for room in the
@@ -345,5 +406,19 @@ impl Drop for Live {
         if let Some(h) = self.drain.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quota_is_a_tenth_per_100_ms_or_whole_per_second_when_small() {
+        let w = |per_sec| EventQuota { per_sec }.window();
+        assert_eq!(w(2_000_000), (200_000, Duration::from_millis(100)));
+        assert_eq!(w(100), (10, Duration::from_millis(100)));
+        assert_eq!(w(99), (99, Duration::from_secs(1)));
+        assert_eq!(w(1), (1, Duration::from_secs(1)));
     }
 }
