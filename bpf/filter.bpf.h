@@ -38,8 +38,9 @@ struct {
 } TARGETS SEC(".maps");
 
 /* How many times TARGETS has changed: slot 0 counts the kernel's changes (a target's
- * child added, a target gone), slot 1 the host's (a `-c` command added before it
- * execs). Each slot has one kind of writer, so neither loses the other's counts. */
+ * child added, a target gone), slot 1 the host's. Each slot has one kind of writer, so
+ * neither loses the other's counts. (The host writes the set before attaching and then
+ * freezes it, so its slot stays 0 today.) */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2);

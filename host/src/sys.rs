@@ -382,6 +382,23 @@ fn link_perf(prog_fd: std::os::fd::BorrowedFd<'_>, perf: std::os::fd::OwnedFd, c
     Ok(PerfLink { _perf: perf, _link: link })
 }
 
+/// Freeze BPF map `map`: from now on no process can write it with bpf(2), whatever fd it
+/// holds (BPF_MAP_FREEZE); the kernel's programs still can. Linux 5.2.
+pub fn freeze_map(map: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // union bpf_attr: map_fd first.
+    let attr = [map.as_raw_fd() as u32, 0, 0, 0];
+    // SAFETY: attr is a zero-initialized bpf_attr prefix of the size passed; the kernel
+    // only reads it.
+    let r = unsafe {
+        libc::syscall(libc::SYS_bpf, 22 /* BPF_MAP_FREEZE */, attr.as_ptr(), std::mem::size_of_val(&attr))
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Attach `prog_fd` to the tracepoint with tracefs id `id`, with cookie `id`.
 pub fn attach_tracepoint(id: u32, prog_fd: std::os::fd::BorrowedFd<'_>, cookie: u64) -> io::Result<PerfLink> {
     let perf = perf_open(2 /* PERF_TYPE_TRACEPOINT */, id as u64, 0, 0)?;

@@ -353,6 +353,19 @@ fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
             };
             assert!(cgroups.contains("/wasmtap/session-"), "{cgroups}");
             assert_eq!(limit.unwrap().trim(), ((384u64 + 64) << 20).to_string(), "{cgroups}");
+            // The maps of its scope and filters are frozen: with the run's own fds, no
+            // process (not even root) can widen what it sees. They are the hash maps of
+            // one-byte values (the uid, comm, cgroup, target and in-scope-thread sets) and
+            // the quota's array of maps; the rings, which the run reads, are not.
+            let maps = bpf_maps(runs[0]);
+            let (sets, quota, rings) = (
+                maps.iter().filter(|m| m["map_type"] == 1 && m["value_size"] == 1).collect::<Vec<_>>(),
+                maps.iter().filter(|m| m["map_type"] == 12).collect::<Vec<_>>(),
+                maps.iter().filter(|m| m["map_type"] == 27).collect::<Vec<_>>(),
+            );
+            assert!(sets.len() >= 4 && !quota.is_empty() && !rings.is_empty(), "{maps:?}");
+            assert!(sets.iter().chain(&quota).all(|m| m["frozen"] == 1), "{maps:?}");
+            assert!(rings.iter().all(|m| m["frozen"] == 0), "{maps:?}");
         }
         s.child.kill().unwrap();
         let _ = s.child.wait();
@@ -436,6 +449,26 @@ fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The BPF maps process `pid` holds, as the kernel describes each fd in fdinfo
+/// (`map_type`, `value_size`, `frozen`…).
+fn bpf_maps(pid: u32) -> Vec<std::collections::BTreeMap<String, u64>> {
+    let mut maps = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap().flatten() {
+        let info = std::fs::read_to_string(e.path()).unwrap_or_default();
+        if !info.contains("map_type:") {
+            continue;
+        }
+        let field = |l: &str| {
+            let (k, v) = l.split_once(':')?;
+            let v = v.trim();
+            let n = v.strip_prefix("0x").map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok())?;
+            Some((k.to_string(), n))
+        };
+        maps.push(info.lines().filter_map(field).collect());
+    }
+    maps
 }
 
 /// BPF links held open by any process of the host.

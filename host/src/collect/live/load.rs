@@ -268,6 +268,47 @@ pub(super) fn configure(
     Ok(())
 }
 
+/// The maps that say what a run may see and how its collectors read it: its scope and
+/// filters, the probes' settings, the quota's budget, and the threads the kernel keeps
+/// in scope. Written once by [`configure`] (and the quota), then frozen: the run gives up
+/// root once attached, and a plugin that escaped the sandbox, holding the run's own map
+/// fds, still could not widen its scope or point a collector at other memory. The
+/// collectors' programs keep writing the ones they keep (TARGETS, SCOPED_TIDS).
+pub(super) const FROZEN: &[&str] = &[
+    "UIDS",
+    "COMMS",
+    "CGROUPS",
+    "TARGETS",
+    "TARGETS_GEN",
+    "SYSCALLS",
+    "ARG_PREDS",
+    "TP_CONFIG",
+    "USER_CONFIG",
+    "PERF_CONFIG",
+    "AGG_SITES",
+    "AGG_TID_AGGS",
+    "SCOPED_TIDS",
+    "QUOTA",
+];
+
+/// Freeze collector `c`'s maps of [`FROZEN`] that it has.
+pub(super) fn freeze(c: Collector, obj: &Ebpf) -> Result<(), CollectError> {
+    use aya::maps::Map;
+    for &name in FROZEN {
+        let Some(map) = obj.map(name) else { continue };
+        let data = match map {
+            Map::Array(m) | Map::HashMap(m) | Map::ArrayOfMaps(m) | Map::PerCpuArray(m) => m,
+            _ => return Err(CollectError::Map { collector: c, map: name, reason: "not an array or hash map".into() }),
+        };
+        crate::sys::freeze_map(data.fd().as_fd()).map_err(|e| CollectError::Map {
+            collector: c,
+            map: name,
+            reason: format!("cannot freeze: {e}"),
+        })?;
+    }
+    Ok(())
+}
+
 /// `struct wt_preds`: four `struct wt_pred` of 16 bytes; op 0 ends the list.
 pub(crate) const PREDS_BYTES: usize = 16 * KERNEL_PREDS_MAX;
 

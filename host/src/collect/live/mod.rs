@@ -172,6 +172,9 @@ impl Live {
             let budget = share_quota(&mut objects)?;
             start_windows(budget, quota.window().1, stop.clone()).map_err(CollectError::Thread)?;
         }
+        for (c, obj) in &objects {
+            freeze(*c, obj)?;
+        }
         let mut rings = Vec::new();
         let mut ring_bytes = 0;
         let mut values = None;
@@ -236,27 +239,6 @@ impl Live {
             },
             ChunkReceiver { rx },
         ))
-    }
-
-    /// Add a process to the target set of every collector, after they are attached, and
-    /// tell each that its set changed (the host's count of `TARGETS_GEN`), so that no CPU
-    /// keeps an answer about that tgid from before.
-    pub fn add_target(&mut self, pid: u32) -> Result<(), CollectError> {
-        for (c, obj) in &mut self.objects {
-            let c = *c;
-            let err = |map: &'static str| {
-                move |e: aya::maps::MapError| CollectError::Map { collector: c, map, reason: e.to_string() }
-            };
-            {
-                let mut targets: HashMap<_, u32, u8> =
-                    HashMap::try_from(map_of(c, obj, "TARGETS")?).map_err(err("TARGETS"))?;
-                targets.insert(pid, 1, 0).map_err(err("TARGETS"))?;
-            }
-            let mut gen: Array<_, u64> = Array::try_from(map_of(c, obj, "TARGETS_GEN")?).map_err(err("TARGETS_GEN"))?;
-            let host = gen.get(&1, 0).map_err(err("TARGETS_GEN"))?;
-            gen.set(1, host.wrapping_add(1), 0).map_err(err("TARGETS_GEN"))?;
-        }
-        Ok(())
     }
 
     /// The collectors' loaded programs, for the overload guard to measure.
