@@ -69,7 +69,7 @@ impl Daemon {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::copy(wasmtap_bin(), dir.join("wasmtap")).unwrap();
-        for w in ["getppid_loop", "getppid_paced"] {
+        for w in ["getppid_loop", "getppid_paced", "markers"] {
             std::fs::copy(workload(w), dir.join(w)).unwrap();
         }
         std::fs::write(dir.join("policy.toml"), policy).unwrap();
@@ -238,6 +238,84 @@ fn two_tenants_each_see_exactly_their_own_processes_and_root_sees_both() {
     // Root sees all three.
     let all = map_value(&out_r, "syscall", "getppid").unwrap_or(0);
     assert!(all >= 190_000, "{out_r}");
+}
+
+/// Each tenant's markers: getppid calls, opens of marker paths, execs with marker argv.
+const MARK_CALLS: u64 = 1_000_000;
+const MARK_OPENS: usize = 1_000;
+const MARK_EXECS: usize = 200;
+
+/// What one run's JSON output shows of tenant `tag`'s markers: its opens and execs as
+/// streamed rows (opensnoop, execsnoop), and the getppid calls counted in the kernel.
+fn markers_seen(out: &str, tag: &str) -> (usize, usize) {
+    let lines = json_lines(out);
+    let rows = |plugin: &str, field: &str, needle: &str| {
+        let row = |v: &&serde_json::Value| v["type"] == "row" && v["plugin"] == plugin;
+        lines.iter().filter(row).filter(|v| v["data"][field].as_str().is_some_and(|s| s.contains(needle))).count()
+    };
+    (rows("opensnoop", "PATH", &format!("/tmp/wt-marker-{tag}-")), rows("execsnoop", "ARGS", &format!("marker-{tag}-")))
+}
+
+#[test]
+fn two_tenants_running_three_plugins_at_once_see_exactly_their_own_markers_and_root_sees_both() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("mrk", 2);
+    let d = Daemon::start("mrk", &policy(&users, &[0, 1]));
+    let tags = [format!("a{}", std::process::id()), format!("b{}", std::process::id())];
+    // System-wide: the scope alone narrows each tenant's run, in every collector and in
+    // syscount's kernel aggregation; opensnoop and execsnoop stream their events.
+    let args = ["syscount", "execsnoop", "opensnoop", "--param", "syscount.top=0", "-o", "json"];
+    let a = Session::start(d.run(&users, 0, &args), &d.dir, "a");
+    let b = Session::start(d.run(&users, 1, &args), &d.dir, "b");
+    let mut root = Command::new(d.client());
+    root.current_dir(&d.dir).arg("run").args(args).arg("--daemon").arg(&d.socket);
+    let r = Session::start(root, &d.dir, "root");
+    // Both tenants' workloads at once.
+    let workloads: Vec<_> = (0..2)
+        .map(|i| {
+            let mut c = users.command(i, &d.dir.join("markers"));
+            c.arg(&tags[i]).args([MARK_CALLS.to_string(), MARK_OPENS.to_string(), MARK_EXECS.to_string()]);
+            c.spawn().unwrap()
+        })
+        .collect();
+    for mut w in workloads {
+        assert!(w.wait().unwrap().success());
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut outs = Vec::new();
+    for s in [a, b, r] {
+        assert!(Command::new("kill").args(["-INT", &s.child.id().to_string()]).status().unwrap().success());
+        outs.push(s.finish());
+    }
+    for (code, out, err) in &outs {
+        assert_eq!(*code, 0, "{err}");
+        let lines = json_lines(out);
+        let lost = lines.iter().find(|v| v["type"] == "lost_events").expect("lost_events");
+        assert_eq!(u(&lost["data"]["events"]), 0, "nothing lost, so the counts are exact: {err}");
+    }
+    // Each tenant: exactly its own markers, streamed and in the kernel; none of the other's.
+    for (i, (_, out, _)) in outs.iter().take(2).enumerate() {
+        let (own, other) = (&tags[i], &tags[1 - i]);
+        assert_eq!(markers_seen(out, own), (MARK_OPENS, MARK_EXECS), "tenant {i}: its own markers");
+        assert_eq!(markers_seen(out, other), (0, 0), "tenant {i}: none of the other's");
+        assert_eq!(map_json(out, "@syscall", "getppid"), Some(MARK_CALLS), "tenant {i}");
+    }
+    // Root sees both.
+    let out_r = &outs[2].1;
+    for tag in &tags {
+        assert_eq!(markers_seen(out_r, tag), (MARK_OPENS, MARK_EXECS), "root sees {tag}");
+    }
+    assert!(map_json(out_r, "@syscall", "getppid").is_some_and(|n| n >= 2 * MARK_CALLS), "root sees both");
+}
+
+/// A count of key `key` in the JSON map `map`, if the output has it.
+fn map_json(out: &str, map: &str, key: &str) -> Option<u64> {
+    let lines = json_lines(out);
+    let m = lines.iter().find(|v| v["type"] == "map" && v["data"].get(map).is_some())?;
+    m["data"][map][key].as_u64()
 }
 
 #[test]
