@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """wasmtap against bpftrace: overhead, streaming, start-up and memory, in one command.
 
-    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro] [--workloads W1,W5]
+    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro,daemon] [--workloads W1,W5]
 
 Needs `./x build` first and bpftrace (Debian's, `apt-get install bpftrace`). Every measure
 runs the same workload with no tracer, under bpftrace and under wasmtap, alternating
 within each round; tracers run on CPU 0, workloads on CPU 1. It prints Markdown: the
 machine, then one table per section with medians, ranges (min-max), ratios to bpftrace,
 and the count each tracer reported against the workload's known count.
+
+`daemon` measures the shared host: a `wasmtap daemon` with a policy naming a user it
+creates (`wtbench`, removed at the end), that user's `wasmtap run` through it, beside
+root's direct run and bpftrace, on W1 and on paced streaming.
 
 Workloads (bench/workloads/*.c, and W5 from tests/workloads/pingpong.c; each prints its
 own ns per operation):
@@ -86,8 +90,10 @@ def machine():
     return f"{platform.node()} ({virt}), Linux {platform.release()}, {os.cpu_count()} CPUs ({cpu}), {mem} MiB RAM, {bt}"
 
 
-def run_workload(binary, arg):
-    out = subprocess.run(["taskset", "-c", "1", os.path.join(BIN, binary), str(arg)], check=True, capture_output=True, text=True).stdout
+def run_workload(binary, arg, user=None, bin_dir=BIN):
+    as_user = {"user": user, "group": user, "extra_groups": []} if user else {}
+    out = subprocess.run(["taskset", "-c", "1", os.path.join(bin_dir, binary), str(arg)], check=True,
+                         capture_output=True, text=True, **as_user).stdout
     m = re.search(r"ops (\d+) ns_per_op ([\d.]+)", out)
     return int(m.group(1)), float(m.group(2))
 
@@ -95,14 +101,15 @@ def run_workload(binary, arg):
 class Tracer:
     """A tracer process on CPU 0, its output in files; ready once its attach message is out."""
 
-    def __init__(self, cmd, ready, name):
+    def __init__(self, cmd, ready, name, user=None):
         # The child writes through its own file descriptions; reading through others
         # (by path) leaves its file offset alone.
         self.name = name
         self.out_path, self.err_path = os.path.join(TMP, f"{name}.out"), os.path.join(TMP, f"{name}.err")
         self.out, self.err = open(self.out_path, "wb"), open(self.err_path, "wb")
         self.t0 = time.monotonic()
-        self.p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=self.out, stderr=self.err)
+        as_user = {"user": user, "group": user, "extra_groups": []} if user else {}
+        self.p = subprocess.Popen(["taskset", "-c", "0"] + cmd, stdout=self.out, stderr=self.err, **as_user)
         deadline = time.monotonic() + 60
         while ready not in self.text() + self.errors():
             if self.p.poll() is not None or time.monotonic() > deadline:
@@ -391,6 +398,129 @@ def startup(rounds):
     print(f"| peak RSS of a syscall count, MiB | {med(peaks['bpftrace']):.0f} ({rng(peaks['bpftrace'])}) | {med(peaks['wasmtap']):.0f} ({rng(peaks['wasmtap'])}) |")
 
 
+BENCH_USER = "wtbench"
+
+
+class SharedHost:
+    """A daemon on a socket of its own, pinned to CPU 0 like every tracer, serving
+    BENCH_USER (created here if missing, and removed by `close` if so) from a directory
+    every user can read: the binary, its plugins and the workloads."""
+
+    def __init__(self):
+        self.made_user = subprocess.run(["id", BENCH_USER], capture_output=True).returncode != 0
+        if self.made_user:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", BENCH_USER],
+                           check=True)
+        self.dir = tempfile.mkdtemp(prefix="wasmtap-bench-daemon-")
+        os.chmod(self.dir, 0o755)
+        os.makedirs(os.path.join(self.dir, "plugins"))
+        subprocess.run(["cp", WASMTAP, os.path.join(self.dir, "wasmtap")], check=True)
+        wasm = os.path.join(ROOT, "target/wasm32-wasip2/wasm")
+        for plugin in ("syscount", "snoop"):
+            subprocess.run(["cp", os.path.join(wasm, f"{plugin}.wasm"), os.path.join(self.dir, "plugins")], check=True)
+        for w in ("w1_getppid", "paced"):
+            subprocess.run(["cp", os.path.join(BIN, w), self.dir], check=True)
+        # The quotas of a tenant that may use what the direct run uses: a whole CPU for its
+        # plugin, the rates measured, and output as fast as it comes.
+        policy = os.path.join(self.dir, "policy.toml")
+        with open(policy, "w") as f:
+            f.write(f'[[tenant]]\nusers = ["{BENCH_USER}"]\nscope = "own"\nprobes = ["syscall"]\nplugins = "any"\n'
+                    "[tenant.quotas]\ncpu_percent = 100\nevents_per_sec = 100000000\noutput_kib_per_sec = 4194304\n")
+        self.socket = os.path.join(self.dir, "wasmtap.sock")
+        self.p = subprocess.Popen(["taskset", "-c", "0", os.path.join(self.dir, "wasmtap"), "daemon", "--policy", policy,
+                                   "--socket", self.socket], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.socket):
+            if time.monotonic() > deadline or self.p.poll() is not None:
+                self.close()
+                raise SystemExit("bench: the daemon did not start")
+            time.sleep(0.02)
+
+    def run(self, args, name):
+        cmd = [os.path.join(self.dir, "wasmtap"), "run", *args, "--daemon", self.socket]
+        return Tracer(cmd, "Attached", name, user=BENCH_USER)
+
+    def close(self):
+        self.p.send_signal(signal.SIGTERM)
+        self.p.wait()
+        subprocess.run(["rm", "-rf", self.dir])
+        if self.made_user:
+            subprocess.run(["userdel", BENCH_USER], capture_output=True)
+
+
+def daemon(rounds, quick):
+    """W1 count by comm and paced streaming: bpftrace, root's direct run, and a tenant's
+    run through the daemon (its workload its own), in one run."""
+    host = SharedHost()
+    try:
+        arg = 300_000 if quick else 3_000_000
+        comm = "w1_getppid"
+        ns = {"none": [], "bpftrace": [], "direct": [], "daemon": []}
+        counts = {"bpftrace": [], "direct": [], "daemon": []}
+        args = ["syscount", "--param", "by=process", "--param", "top=0"]
+        starts = {
+            "bpftrace": (lambda n: bt(BT_COUNT, n), rf"@\[{comm}\]: (\d+)"),
+            "direct": (lambda n: wasmtap(args, n), rf"@process\[{comm}\]: (\d+)"),
+            "daemon": (lambda n: host.run(args, n), rf"@process\[{comm}\]: (\d+)"),
+        }
+        ops = 0
+        for r in range(rounds):
+            ops, x = run_workload(comm, arg, BENCH_USER, host.dir)
+            ns["none"].append(x)
+            for who, (start, pat) in starts.items():
+                t = start(f"daemon-W1-{who}-{r}")
+                _, x = run_workload(comm, arg, BENCH_USER, host.dir)
+                t.stop()
+                ns[who].append(x)
+                counts[who].append(count_of(t.text(), pat))
+        base = med(ns["none"])
+        added = {w: med(ns[w]) - base for w in counts}
+        check = {w: ", ".join(f"{c - ops:+d}" if c is not None else "missing" for c in counts[w]) for w in counts}
+        print("\n## Through the shared host\n")
+        print(f"W1 ({arg:,} getppid calls, run as the tenant `{BENCH_USER}`), count by comm: bpftrace "
+              "`@[comm] = count()`, root's `wasmtap run syscount --param by=process --param top=0`, and the same "
+              "command by the tenant through `wasmtap daemon` (its scope, its own uid, ANDed in the kernel). "
+              "Medians of the rounds, ranges in brackets; counts minus the workload's calls.\n")
+        print("| none ns/op | bpftrace added | direct added | daemon added | daemon/direct | direct/bpftrace | daemon/bpftrace | counts − known: bpftrace / direct / daemon |")
+        print("|---|---|---|---|---|---|---|---|")
+        ratio = lambda a, b: a / b if b > 0 else float("nan")
+        print(f"| {base:.1f} ({rng(ns['none'])}) | " + " | ".join(
+            f"{added[w]:+.1f} ({rng([x - base for x in ns[w]])})" for w in ("bpftrace", "direct", "daemon")) +
+              f" | {ratio(added['daemon'], added['direct']):.2f} | {ratio(added['direct'], added['bpftrace']):.2f} | "
+              f"{ratio(added['daemon'], added['bpftrace']):.2f} | {check['bpftrace']} / {check['direct']} / {check['daemon']} |",
+              flush=True)
+
+        secs = 1 if quick else 2
+        rates = [500_000, 1_000_000, 1_500_000, 2_000_000]
+        print(f"\nStreaming: `paced RATE {secs}` as the tenant; bpftrace `printf`, and the `snoop` example plugin "
+              "(one row per event) run by root directly and by the tenant through the daemon, output to a file. "
+              "Lost = calls − lines.\n")
+        print("| offered rate | achieved calls/s | bpftrace lost | direct lines | direct lost | daemon lines | daemon lost |")
+        print("|---|---|---|---|---|---|---|")
+        best = {"bpftrace": 0, "direct": 0, "daemon": 0}
+        snoop = ["snoop", "--output-budget", "4194304", "--cpu-budget", "100"]
+        for rate in rates:
+            cells = {}
+            for who in ("bpftrace", "direct", "daemon"):
+                name = f"daemon-stream-{who}-{rate}"
+                t = bt(BT_PRINTF, name) if who == "bpftrace" else wasmtap(snoop, name) if who == "direct" else host.run(snoop, name)
+                p = subprocess.run(["taskset", "-c", "1", os.path.join(host.dir, "paced"), str(rate), str(secs)],
+                                   capture_output=True, text=True, check=True, user=BENCH_USER, group=BENCH_USER,
+                                   extra_groups=[])
+                ops, achieved = map(float, re.search(r"ops (\d+) rate (\d+)", p.stdout).groups())
+                t.stop()
+                lines = sum(1 for l in t.text().splitlines() if l.rstrip().endswith(" paced"))
+                cells[who] = (lines, int(ops) - lines, achieved)
+                if int(ops) == lines:
+                    best[who] = max(best[who], achieved)
+            b, d, w = cells["bpftrace"], cells["direct"], cells["daemon"]
+            print(f"| {rate:,} | {d[2]:,.0f} | {b[1]:,} | {d[0]:,} | {d[1]:,} | {w[0]:,} | {w[1]:,} |", flush=True)
+        print(f"\nHighest rate with nothing lost: bpftrace {best['bpftrace']:,.0f}/s, direct {best['direct']:,.0f}/s, "
+              f"through the daemon {best['daemon']:,.0f}/s ({ratio(best['daemon'], best['direct']):.2f} of direct).")
+    finally:
+        host.close()
+
+
 def micro():
     print("\n## Micro-benchmarks (host/benches/micro.rs)\n")
     p = subprocess.run(["cargo", "bench", "--quiet", "-p", "wasmtap", "--bench", "micro"], cwd=ROOT, capture_output=True, text=True)
@@ -425,6 +555,8 @@ def main():
         startup(a.rounds)
     if "micro" in only:
         micro()
+    if "daemon" in only:
+        daemon(a.rounds, a.quick)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,11 @@ const volatile __u32 cfg_self_tgid = 0;
 const volatile __u32 cfg_meter_tgid = 0;
 const volatile __u32 cfg_filter_targets = 0;  /* only tgids in TARGETS */
 const volatile __u32 cfg_follow_children = 0; /* forks of a target become targets */
+/* 1: the task's uid must be in UIDS; 2: it must be cfg_uid (one uid, as a tenant's own
+ * scope: two loads and a compare where the hash costs tens of ns). */
 const volatile __u32 cfg_filter_uids = 0;
-const volatile __u32 cfg_filter_euid = 0;     /* the effective uid must be in UIDS too */
+const volatile __u32 cfg_uid = 0;
+const volatile __u32 cfg_filter_euid = 0;     /* the effective uid must pass too */
 const volatile __u32 cfg_filter_comms = 0;
 const volatile __u32 cfg_filter_cgroups = 0;  /* only tasks in or below a cgroup of CGROUPS */
 const volatile __u32 cfg_cgroup_levels = 0;   /* deepest level of a cgroup in CGROUPS */
@@ -257,15 +260,16 @@ static __always_inline int wt_in_scope(__u32 tgid)
 	if (cfg_filter_targets && !wt_is_target(tgid))
 		return 0;
 	if (cfg_filter_uids) {
-		__u32 uid = (__u32)bpf_get_current_uid_gid();
+		/* Read in place from the task's credentials (BTF loads, no helper call). */
+		const struct cred *cred = bpf_get_current_task_btf()->cred;
+		__u32 uid = cred->uid.val;
 
-		if (!bpf_map_lookup_elem(&UIDS, &uid))
+		if (cfg_filter_uids == 2 ? uid != cfg_uid : !bpf_map_lookup_elem(&UIDS, &uid))
 			return 0;
 		if (cfg_filter_euid) {
-			struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-			__u32 euid = BPF_CORE_READ(task, cred, euid.val);
+			__u32 euid = cred->euid.val;
 
-			if (euid != uid && !bpf_map_lookup_elem(&UIDS, &euid))
+			if (euid != uid && (cfg_filter_uids == 2 || !bpf_map_lookup_elem(&UIDS, &euid)))
 				return 0;
 		}
 	}

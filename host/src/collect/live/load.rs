@@ -52,6 +52,7 @@ pub(super) struct Globals {
     pub(super) targets: u32,
     pub(super) follow: u32,
     pub(super) uids: u32,
+    pub(super) uid: u32,
     pub(super) euid: u32,
     pub(super) comms: u32,
     pub(super) cgroups: u32,
@@ -71,7 +72,13 @@ impl Globals {
             meter_tgid: config.meter_tgid.unwrap_or(0),
             targets: flag(f.targets.is_some()),
             follow: flag(f.follow_children),
-            uids: flag(f.uids.is_some()),
+            // One uid (a tenant's own scope) is compared with a constant; more, looked up.
+            uids: match f.uids.as_deref() {
+                None => 0,
+                Some([_]) => 2,
+                Some(_) => 1,
+            },
+            uid: f.uids.as_deref().and_then(|u| u.first().copied()).unwrap_or(0),
             euid: flag(f.uids.is_some() && f.effective_uids),
             comms: flag(f.comms.is_some()),
             cgroups: flag(f.cgroups.is_some()),
@@ -104,6 +111,7 @@ pub(super) fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals
         .override_global("cfg_filter_targets", &g.targets, true)
         .override_global("cfg_follow_children", &g.follow, true)
         .override_global("cfg_filter_uids", &g.uids, true)
+        .override_global("cfg_uid", &g.uid, true)
         .override_global("cfg_filter_euid", &g.euid, true)
         .override_global("cfg_filter_comms", &g.comms, true)
         .override_global("cfg_filter_syscalls", &g.syscalls, false)
