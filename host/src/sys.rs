@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod creds;
+pub mod fds;
 pub mod seccomp;
 
 use std::ffi::{CString, OsStr};

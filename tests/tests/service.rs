@@ -693,3 +693,63 @@ fn a_tenant_flooding_its_quota_loses_its_own_events_as_quota_and_no_other_tenant
     assert_eq!(u(&cgroup["memory_bytes"]), 448 << 20, "{acct_a}");
     assert_eq!(u(&cgroup["cpu_percent"]), 150, "100 % for the host, 50 for its plugin: {acct_a}");
 }
+
+/// One frame of the wire protocol (docs/service.md) read from `s`: (kind, payload).
+fn read_frame(s: &mut std::os::unix::net::UnixStream) -> Option<(u8, Vec<u8>)> {
+    use std::io::Read;
+    let mut header = [0u8; 5];
+    s.read_exact(&mut header).ok()?;
+    let mut payload = vec![0u8; u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize];
+    s.read_exact(&mut payload).ok()?;
+    Some((header[4], payload))
+}
+
+fn hello(s: &mut std::os::unix::net::UnixStream, json: &str) {
+    use std::io::Write;
+    let mut frame = (json.len() as u32).to_le_bytes().to_vec();
+    frame.push(1);
+    frame.extend_from_slice(json.as_bytes());
+    s.write_all(&frame).unwrap();
+}
+
+#[test]
+fn a_client_that_passes_no_descriptors_gets_its_output_relayed_and_a_wrong_count_is_refused() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("raw", 1);
+    let d = Daemon::start("raw", &policy(&users, &[0]));
+    // Without descriptors the daemon relays what the run writes, as frames of kind 2
+    // (stdout) and 3 (stderr), then the exit code.
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    hello(
+        &mut s,
+        r#"{"type":"hello","protocol":2,"ask":{"what":"run","args":["syscount","-d","1s"],"command_pid":null}}"#,
+    );
+    let (mut out, mut err, mut exit) = (String::new(), String::new(), None);
+    while let Some((kind, payload)) = read_frame(&mut s) {
+        let text = String::from_utf8_lossy(&payload).into_owned();
+        match kind {
+            2 => out += &text,
+            3 => err += &text,
+            _ if text.contains("\"exit\"") => exit = Some(text),
+            _ => {}
+        }
+    }
+    assert_eq!(exit.as_deref(), Some(r#"{"type":"exit","code":0}"#), "{err}");
+    assert!(err.contains("Attached 1 probe"), "{err}");
+    assert!(out.contains("Top 10 syscalls:"), "{out}");
+    // A hello that names a descriptor it did not pass: one error, the connection closed.
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    hello(
+        &mut s,
+        r#"{"type":"hello","protocol":2,"ask":{"what":"run","args":["syscount"],"command_pid":null,"fds":["stdout"]}}"#,
+    );
+    let (kind, payload) = read_frame(&mut s).expect("an answer");
+    assert_eq!(kind, 1);
+    let want = r#"{"type":"error","message":"the hello names 1 descriptors, and 0 came with it"}"#;
+    assert_eq!(String::from_utf8_lossy(&payload), want);
+    assert!(read_frame(&mut s).is_none(), "the connection is closed");
+    assert!(d.runs().is_empty(), "{:?}", d.runs());
+}

@@ -4,6 +4,7 @@
 //! command's exit) asks the daemon to stop the run; the report still comes.
 
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::wire::{Ask, Frame, Kind, Reply, Request, PROTOCOL};
+use super::wire::{Ask, Frame, Kind, Passed, Reply, Request, PROTOCOL};
 use crate::sys::GatedChild;
 
 /// How a session ended, for the exit code.
@@ -32,8 +33,24 @@ pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>) -> anyhow::R
         }
         None => None,
     };
-    let ask = Ask::Run { args, command_pid: child.as_ref().map(GatedChild::pid) };
-    send(&stream, &Request::Hello { protocol: PROTOCOL, ask })?;
+    // The run writes to this process's stdout and stderr itself, and the daemon checks
+    // the command by a pidfd: all passed with the hello.
+    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+    let mut fds = vec![stdout.as_fd(), stderr.as_fd()];
+    let mut passed = vec![Passed::Stdout, Passed::Stderr];
+    let pidfd = match &child {
+        Some(c) => Some(crate::sys::fds::pidfd_open(c.pid()).context("cannot open a pidfd of the command")?),
+        None => None,
+    };
+    if let Some(fd) = &pidfd {
+        fds.push(fd.as_fd());
+        passed.push(Passed::Command);
+    }
+    let ask = Ask::Run { args, command_pid: child.as_ref().map(GatedChild::pid), fds: passed };
+    let hello = Frame::control(&Request::Hello { protocol: PROTOCOL, ask }).encode();
+    let sent = crate::sys::fds::send_with_fds(stream.as_fd(), &hello, &fds).context("cannot talk to the daemon")?;
+    (&stream).write_all(&hello[sent..])?;
+    drop(pidfd);
     // Ctrl-C, or the command's exit, asks for the report.
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;

@@ -5,7 +5,7 @@
 //! reading holds up only its own run; a client that goes away ends its run.
 
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +19,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::cgroup::{Quota, SessionCgroup};
 use super::tenant::TenantRule;
-use super::wire::{Ask, Frame, Kind, Reply, Request, SessionInfo, PROTOCOL};
+use super::wire::{Ask, Frame, Kind, Passed, Reply, Request, SessionInfo, PROTOCOL};
 use crate::plugin::find::VETTED;
 use crate::policy::{PluginRule, Policy, Scope, Verdict};
 use crate::sys::creds;
@@ -201,7 +201,7 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
         Err(_) => return,
     };
     let (rd, mut wr) = stream.into_split();
-    let mut frames = Frames { rd, buf: Vec::new() };
+    let mut frames = Frames { rd, buf: Vec::new(), fds: Vec::new() };
     let hello = tokio::time::timeout(Duration::from_secs(10), frames.next()).await;
     let ask = match hello {
         Ok(Ok(Some(f))) => match f.message::<Request>() {
@@ -259,14 +259,67 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
                 _ => refuse(&mut wr, format!("no session {id} of user {}", peer.user)).await,
             }
         }
-        Ask::Run { args, command_pid } => {
+        Ask::Run { args, command_pid, fds } => {
+            let passed = match take_passed(&fds, std::mem::take(&mut frames.fds), command_pid) {
+                Ok(p) => p,
+                Err(msg) => return refuse(&mut wr, msg).await,
+            };
             let started = match check_run(&state, &policy, &verdict, &peer, &args, command_pid) {
                 Ok(run) => run,
                 Err(msg) => return refuse(&mut wr, msg).await,
             };
-            session(state, peer, args, started, frames, wr).await;
+            // The command checked by its pid is still the process the client opened:
+            // alive, so its pid is no one else's.
+            if passed.command.as_ref().is_some_and(|fd| !crate::sys::fds::pidfd_alive(fd.as_fd())) {
+                return refuse(&mut wr, "the -c command ended before its run started".into()).await;
+            }
+            session(state, peer, args, started, passed.output, frames, wr).await;
         }
     }
+}
+
+/// The descriptors a client passed with its hello, checked.
+struct PassedFds {
+    /// Its stdout and stderr, for the run to write to directly.
+    output: Option<(OwnedFd, OwnedFd)>,
+    /// A pidfd of its `-c` command.
+    command: Option<OwnedFd>,
+}
+
+/// Match the descriptors that came with the hello to the names it gave them, and check
+/// each: outputs the run may write (`check_output_fd`), a pidfd of `command_pid`.
+fn take_passed(names: &[Passed], fds: Vec<OwnedFd>, command_pid: Option<u32>) -> Result<PassedFds, String> {
+    use crate::sys::fds::{check_output_fd, pidfd_pid};
+    if names.len() != fds.len() {
+        return Err(format!("the hello names {} descriptors, and {} came with it", names.len(), fds.len()));
+    }
+    let (mut out, mut err, mut command) = (None, None, None);
+    for (name, fd) in names.iter().zip(fds) {
+        let slot = match name {
+            Passed::Stdout => &mut out,
+            Passed::Stderr => &mut err,
+            Passed::Command => &mut command,
+        };
+        if slot.replace(fd).is_some() {
+            return Err(format!("the hello passes its {name:?} twice"));
+        }
+    }
+    for (what, fd) in [("stdout", &out), ("stderr", &err)] {
+        if let Some(fd) = fd {
+            check_output_fd(fd.as_fd()).map_err(|why| format!("the run cannot write to your {what}: {why}"))?;
+        }
+    }
+    if let Some(fd) = &command {
+        if command_pid.is_none() || pidfd_pid(fd.as_fd()) != command_pid {
+            return Err("the command's pidfd is not of the command the hello names".into());
+        }
+    }
+    let output = match (out, err) {
+        (Some(o), Some(e)) => Some((o, e)),
+        (None, None) => None,
+        _ => return Err("the hello passes one of stdout and stderr: both or neither".into()),
+    };
+    Ok(PassedFds { output, command })
 }
 
 /// A run the daemon agreed to: the child's arguments and the rule it holds to.
@@ -416,12 +469,14 @@ fn owner_of(pid: u32) -> Option<u32> {
     }
 }
 
-/// One run: started, relayed, ended.
+/// One run: started, its output written to the client's own stdout and stderr (or
+/// relayed, if the client passed none), ended.
 async fn session(
     state: Arc<State>,
     peer: Peer,
     args: Vec<String>,
     agreed: Agreed,
+    output: Option<(OwnedFd, OwnedFd)>,
     mut frames: Frames,
     mut wr: OwnedWriteHalf,
 ) {
@@ -457,11 +512,16 @@ async fn session(
         Ok(pair) => pair,
         Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
     };
+    let relaying = output.is_none();
+    let (stdout, stderr) = match output {
+        Some((o, e)) => (Stdio::from(o), Stdio::from(e)),
+        None => (Stdio::piped(), Stdio::piped()),
+    };
     let spawned = tokio::process::Command::new(&state.exe)
         .args(&argv)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(stdout)
+        .stderr(stderr)
         .kill_on_drop(true)
         .spawn();
     let mut child = match spawned {
@@ -476,15 +536,17 @@ async fn session(
     if write(&mut wr, &Frame::control(&welcome)).await.is_err() {
         return;
     }
-    let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else { return };
+    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
     let attached = ours.set_nonblocking(true).ok().and_then(|_| UnixStream::from_std(ours).ok());
     let mut attached = attached;
-    let (mut out_open, mut err_open, mut client_open) = (true, true, true);
+    let (mut out_open, mut err_open, mut client_open) = (out.is_some(), err.is_some(), true);
+    // Writing to the client's own descriptors, the run is over when it exits.
+    let mut exited = None;
     let (mut obuf, mut ebuf) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
     let mut abuf = [0u8; 1];
     // Once the client is gone, the run has this long to end on SIGTERM before SIGKILL.
     let mut kill_at: Option<tokio::time::Instant> = None;
-    while out_open || err_open {
+    while out_open || err_open || (!relaying && exited.is_none()) {
         if !client_open && kill_at.is_none() {
             kill_at = Some(tokio::time::Instant::now() + Duration::from_secs(5));
         }
@@ -493,14 +555,15 @@ async fn session(
                 let _ = child.start_kill();
                 break;
             },
-            n = out.read(&mut obuf), if out_open => match n {
+            status = child.wait(), if !relaying => exited = Some(status),
+            n = async { out.as_mut().expect("guarded").read(&mut obuf).await }, if out_open => match n {
                 Ok(0) | Err(_) => out_open = false,
                 Ok(n) => if write(&mut wr, &Frame { kind: Kind::Stdout, payload: obuf[..n].to_vec() }).await.is_err() {
                     client_open = false;
                     stop(run_pid, libc::SIGTERM);
                 },
             },
-            n = err.read(&mut ebuf), if err_open => match n {
+            n = async { err.as_mut().expect("guarded").read(&mut ebuf).await }, if err_open => match n {
                 Ok(0) | Err(_) => err_open = false,
                 Ok(n) => if write(&mut wr, &Frame { kind: Kind::Stderr, payload: ebuf[..n].to_vec() }).await.is_err() {
                     client_open = false;
@@ -525,8 +588,14 @@ async fn session(
             },
         }
     }
-    let code = match tokio::time::timeout(Duration::from_secs(10), child.wait()).await {
-        Ok(Ok(status)) => status.code().unwrap_or(2),
+    let status = match exited {
+        Some(status) => status,
+        None => tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the run did not end"))),
+    };
+    let code = match status {
+        Ok(status) => status.code().unwrap_or(2),
         _ => {
             let _ = child.start_kill();
             2
@@ -565,9 +634,11 @@ async fn write(wr: &mut OwnedWriteHalf, frame: &Frame) -> std::io::Result<()> {
 }
 
 /// Frames from a client, bounded: a frame over the limit is an error before it is buffered.
+/// Descriptors passed along (`SCM_RIGHTS`) are kept, at most [`MAX_FDS`](crate::sys::fds::MAX_FDS).
 struct Frames {
     rd: OwnedReadHalf,
     buf: Vec<u8>,
+    fds: Vec<OwnedFd>,
 }
 
 impl Frames {
@@ -578,7 +649,19 @@ impl Frames {
                 return Ok(Some(frame));
             }
             let mut chunk = [0u8; 16 << 10];
-            let n = self.rd.read(&mut chunk).await?;
+            let stream: &UnixStream = self.rd.as_ref();
+            stream.readable().await?;
+            let got = stream
+                .try_io(tokio::io::Interest::READABLE, || crate::sys::fds::recv_with_fds(stream.as_fd(), &mut chunk));
+            let (n, fds) = match got {
+                Ok(got) => got,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e.into()),
+            };
+            self.fds.extend(fds);
+            if self.fds.len() > crate::sys::fds::MAX_FDS {
+                anyhow::bail!("more than {} descriptors passed", crate::sys::fds::MAX_FDS);
+            }
             if n == 0 {
                 return Ok(None);
             }

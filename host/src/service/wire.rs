@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The protocol this build speaks.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 /// The most bytes one frame's payload may hold.
 pub const MAX_FRAME: usize = 1 << 20;
 /// Bytes before the payload: the length and the kind.
@@ -113,12 +113,30 @@ pub enum Request {
 pub enum Ask {
     /// `wasmtap run ARGS`, as the client's user typed them (without `run`). With a
     /// `command_pid`, the client has started its `-c` command, held before exec, and the
-    /// run traces that process and its children.
-    Run { args: Vec<String>, command_pid: Option<u32> },
+    /// run traces that process and its children. `fds` names the descriptors that came
+    /// with the hello (`SCM_RIGHTS`), in order.
+    Run {
+        args: Vec<String>,
+        command_pid: Option<u32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        fds: Vec<Passed>,
+    },
     /// The caller's sessions (everyone's for an admin).
     Sessions,
     /// End session `id` (the caller's own, or anyone's for an admin).
     StopSession { id: u64 },
+}
+
+/// A descriptor a client passes with its hello.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Passed {
+    /// Its stdout: the run writes its output there itself, with no relay.
+    Stdout,
+    /// Its stderr, likewise.
+    Stderr,
+    /// A pidfd of its `-c` command (`command_pid`), so that the daemon checks that very process.
+    Command,
 }
 
 /// What the daemon answers.
@@ -158,7 +176,7 @@ mod tests {
     fn frames_round_trip_and_partial_input_waits() {
         let f = Frame::control(&Request::Hello {
             protocol: PROTOCOL,
-            ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42) },
+            ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42), fds: vec![] },
         });
         let bytes = f.encode();
         for cut in 0..bytes.len() {
@@ -169,10 +187,13 @@ mod tests {
         let back: Request = g.message().unwrap();
         assert_eq!(
             back,
-            Request::Hello { protocol: 1, ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42) } }
+            Request::Hello {
+                protocol: 2,
+                ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42), fds: vec![] }
+            }
         );
         let json = String::from_utf8(g.payload).unwrap();
-        assert_eq!(json, r#"{"type":"hello","protocol":1,"ask":{"what":"run","args":["syscount"],"command_pid":42}}"#);
+        assert_eq!(json, r#"{"type":"hello","protocol":2,"ask":{"what":"run","args":["syscount"],"command_pid":42}}"#);
     }
 
     #[test]
@@ -208,7 +229,7 @@ mod tests {
         /// Any control message's JSON, mutated: decoding a message never panics.
         #[test]
         fn control_messages_take_any_json(s in ".{0,80}", args in proptest::collection::vec(".{0,8}", 0..4), pid in any::<Option<u32>>()) {
-            let f = Frame::control(&Request::Hello { protocol: PROTOCOL, ask: Ask::Run { args, command_pid: pid } });
+            let f = Frame::control(&Request::Hello { protocol: PROTOCOL, ask: Ask::Run { args, command_pid: pid, fds: vec![Passed::Stdout] } });
             let back: Request = f.message().unwrap();
             prop_assert_eq!(Frame::control(&back), f);
             let g = Frame { kind: Kind::Control, payload: s.into_bytes() };
