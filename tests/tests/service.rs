@@ -753,3 +753,25 @@ fn a_client_that_passes_no_descriptors_gets_its_output_relayed_and_a_wrong_count
     assert!(read_frame(&mut s).is_none(), "the connection is closed");
     assert!(d.runs().is_empty(), "{:?}", d.runs());
 }
+
+#[test]
+fn a_tenant_allowed_kernel_addresses_gets_kernel_stacks_named() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("ksym", 1);
+    let policy = format!(
+        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\", \"profile\"]\nplugins = \"vetted\"\nkernel_addresses = true\n",
+        users.name(0)
+    );
+    let d = Daemon::start("ksym", &policy);
+    // Its getppid storm spends most of its time in the kernel: its samples' kernel stacks
+    // are named, though the run reads them after it has become the user (who is shown
+    // every kernel address as 0).
+    let cmd = format!("{} 3000000", d.getppid_loop().display());
+    let o = run(d.run(&users, 0, &["profile", "--param", "hz=999", "-c", &cmd]).current_dir(&d.dir));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("entry_SYSCALL_64"), "kernel frames named: {out:.3000}");
+}

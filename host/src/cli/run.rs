@@ -170,6 +170,10 @@ fn trace(
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     let symbols = crate::plugin::symbols::Live::start().context("cannot start the symbolizer thread")?;
+    if tenant.as_ref().is_some_and(|t| t.kernel_addresses) && plugins.table.has_kernel_stacks() {
+        // Once it is the user, the run sees kernel addresses as 0: read them now.
+        symbols.warm_kernel();
+    }
     sandbox.set_symbols(Box::new(symbols.clone()));
     let other_user = user.as_ref().is_some_and(|u| u.uid != crate::sys::creds::uids().1);
     // This thread dispatches records to the plugins from now on.

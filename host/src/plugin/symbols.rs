@@ -161,6 +161,18 @@ impl Live {
         }
     }
 
+    /// Read the kernel's symbols now, while this process may still see their addresses:
+    /// a run that gives up root (a tenant's, whose rule allows kernel addresses) is then
+    /// shown `/proc/kallsyms` with every address 0. The symbolizer keeps what it read.
+    pub fn warm_kernel(&self) {
+        // Any kernel text address: the first symbol of kallsyms with a nonzero address.
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        let addr = text.lines().find_map(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok().filter(|a| *a != 0));
+        if let Some(addr) = addr {
+            let _ = self.ask(vec![(0, true, vec![addr])], TABLE_TIMEOUT);
+        }
+    }
+
     /// Symbolize every address in `addrs`, for a recording's table.
     pub fn table(&self, addrs: &Addresses) -> Vec<Recorded> {
         let mut stacks: Vec<Stack> = vec![(0, true, addrs.kernel.iter().copied().collect())];
