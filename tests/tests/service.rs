@@ -348,6 +348,11 @@ fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rul
     let d = Daemon::start("ref", &policy(&users, &[0]));
     let rule = format!("tenant[0] of {}:1", d.dir.join("policy.toml").display());
     let daemon_pid = d.child.id().to_string();
+    // A plugin file the user can read: sent with the request, and refused by the rule.
+    let file = d.dir.join("spin.wasm");
+    std::fs::copy(wasm("spin"), &file).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let file = file.display().to_string();
     let cases: Vec<(usize, Vec<&str>, String)> = vec![
         (0, vec!["syscount", "-p", "1"], format!("-p 1: pid 1 is the system's, which {rule} does not let user {} trace", users.name(0))),
         (
@@ -361,7 +366,7 @@ fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rul
             format!("probe `profile:hz:99` is of class `profile`, which {rule} does not allow user {} (allowed: syscall, proc, file)", users.name(0)),
         ),
         (0, vec!["spin"], format!("plugin `spin`: {rule} lets user {} run vetted plugins only (execsnoop, ", users.name(0))),
-        (0, vec!["/tmp/plugin.wasm"], format!("plugin `/tmp/plugin.wasm`: {rule} lets user {} run vetted plugins only", users.name(0))),
+        (0, vec![&file], format!("plugin `{file}`: {rule} lets user {} run vetted plugins only", users.name(0))),
         (0, vec!["syscount", "--run-as", "root", "-c", "true"], "--run-as: through the daemon, a command runs as the user who starts it".into()),
         (
             1,
@@ -774,4 +779,41 @@ fn a_tenant_allowed_kernel_addresses_gets_kernel_stacks_named() {
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(out.contains("entry_SYSCALL_64"), "kernel frames named: {out:.3000}");
+}
+
+#[test]
+fn a_tenant_allowed_any_plugin_sends_its_own_file_and_cannot_send_what_it_cannot_read() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("any", 1);
+    let policy = format!(
+        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\"]\nplugins = \"any\"\n",
+        users.name(0)
+    );
+    let d = Daemon::start("any", &policy);
+    // Its own plugin file, a relative path from its own directory: the client opens it as
+    // the user and sends it; the run loads what was sent and counts exactly.
+    let mine = d.dir.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::copy(wasm("countcheck"), mine.join("countcheck.wasm")).unwrap();
+    std::os::unix::fs::chown(&mine, Some(users.0[0].1), Some(users.0[0].2)).unwrap();
+    std::os::unix::fs::chown(mine.join("countcheck.wasm"), Some(users.0[0].1), Some(users.0[0].2)).unwrap();
+    let cmd = format!("{} 20000", d.getppid_loop().display());
+    let o = run(d.run(&users, 0, &["./countcheck.wasm", "--param", "top=0", "-c", &cmd]).current_dir(&mine));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(map_value(&out, "syscall", "getppid"), Some(20_000), "{out}");
+    assert_eq!(map_value(&out, "syscall_streamed", "getppid"), Some(20_000), "{out}");
+    // A file only root may read is never read for the user: its client cannot open it.
+    let secret = d.dir.join("secret.wasm");
+    std::fs::copy(wasm("countcheck"), &secret).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = run(&mut d.run(&users, 0, &[&secret.display().to_string()]));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let want = format!("wasmtap: error: cannot open plugin file {}: Permission denied", secret.display());
+    assert!(err.starts_with(&want), "{err}");
+    assert!(d.runs().is_empty(), "{:?}", d.runs());
 }

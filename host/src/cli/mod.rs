@@ -117,6 +117,9 @@ pub struct TraceArgs {
     /// Set by the daemon: join this cgroup directory before anything else (repeatable).
     #[arg(long, hide = true, value_name = "DIR")]
     cgroup: Vec<PathBuf>,
+    /// Set by the daemon: the plugin argument ARG is the file at PATH (one the client sent).
+    #[arg(long, hide = true, value_name = "ARG=PATH")]
+    plugin_file: Vec<String>,
 }
 
 /// How results are written (`run`, `replay`).

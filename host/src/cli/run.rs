@@ -79,7 +79,13 @@ fn trace(
     };
     let sandbox = Sandbox::new()?;
     let verb = if record_to.is_some() { "record" } else { "run" };
-    let Some(mut plugins) = start_plugins(&sandbox, plugin_args, common, verb, true, &cap)? else {
+    // Plugin files a daemon's client sent: read from what the daemon handed this run.
+    let sent = |arg: &String| {
+        let path = trace.plugin_file.iter().find_map(|f| f.rsplit_once('=').filter(|(a, _)| a == arg).map(|(_, p)| p));
+        path.map_or_else(|| arg.clone(), str::to_string)
+    };
+    let plugin_args: Vec<String> = plugin_args.iter().map(sent).collect();
+    let Some(mut plugins) = start_plugins(&sandbox, &plugin_args, common, verb, true, &cap)? else {
         return Ok(Outcome::Clean);
     };
     let user = privilege::command_user(trace.run_as.as_deref())?;

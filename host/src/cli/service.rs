@@ -27,7 +27,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     let socket = args.trace.daemon.clone().unwrap_or_else(default_socket);
     let typed: Vec<String> = std::env::args().skip_while(|a| a != "run").skip(1).collect();
     let forwarded = without_client_flags(&typed);
-    let ended = client::run(&socket, forwarded, args.trace.command.as_deref())?;
+    let files: Vec<String> = args.plugins.iter().filter(|p| crate::plugin::find::is_path(p)).cloned().collect();
+    let ended = client::run(&socket, forwarded, args.trace.command.as_deref(), &files)?;
     match ended.code {
         0 => Ok(Outcome::Clean),
         1 => Ok(Outcome::Problems),
@@ -69,6 +70,8 @@ pub fn parse_run(args: &[String]) -> Result<RunShape, String> {
         run_as: r.trace.run_as.is_some(),
         flamegraph: r.output.flamegraph.is_some(),
         daemon_flags: r.trace.tenant.is_some()
+            || !r.trace.plugin_file.is_empty()
+            || !r.trace.cgroup.is_empty()
             || r.trace.follow
             || r.trace.attached_to_stdin
             || r.trace.daemon.is_some(),
@@ -124,8 +127,10 @@ mod tests {
         let args: Vec<String> = ["syscount", "-p", "42", "--param", "top=3"].map(String::from).to_vec();
         let shape = parse_run(&args).unwrap();
         assert_eq!(shape, RunShape { plugins: vec!["syscount".into()], pids: vec![42], ..RunShape::default() });
-        let sneaky: Vec<String> = ["syscount", "--tenant={}"].map(String::from).to_vec();
-        assert!(parse_run(&sneaky).unwrap().daemon_flags);
+        for flag in ["--tenant={}", "--cgroup=/sys/fs/cgroup/memory", "--plugin-file=x.wasm=/etc/shadow", "--follow"] {
+            let sneaky: Vec<String> = ["syscount", flag].map(String::from).to_vec();
+            assert!(parse_run(&sneaky).unwrap().daemon_flags, "{flag}");
+        }
         let bad: Vec<String> = ["syscount", "--no-such-flag"].map(String::from).to_vec();
         let err = parse_run(&bad).unwrap_err();
         assert!(err.starts_with("bad arguments: unexpected argument '--no-such-flag'"), "{err}");

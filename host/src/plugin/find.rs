@@ -27,9 +27,14 @@ pub fn search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// Whether a plugin argument names a file rather than a vetted plugin.
+pub fn is_path(arg: &str) -> bool {
+    arg.contains('/') || arg.ends_with(".wasm")
+}
+
 /// The file for a plugin argument.
 pub fn find(arg: &str) -> Result<PathBuf, FindError> {
-    if arg.contains('/') || arg.ends_with(".wasm") {
+    if is_path(arg) {
         let p = PathBuf::from(arg);
         return if p.is_file() { Ok(p) } else { Err(FindError::NoFile(p)) };
     }

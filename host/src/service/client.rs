@@ -22,8 +22,13 @@ pub struct Ended {
 }
 
 /// Run `wasmtap run ARGS` through the daemon at `socket`, with `command` (`-c`) started
-/// here, as this user.
-pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>) -> anyhow::Result<Ended> {
+/// here, as this user, and the plugin files `plugin_files` (arguments as typed) opened
+/// here, as this user, and passed to the daemon.
+pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>, plugin_files: &[String]) -> anyhow::Result<Ended> {
+    let plugins: Vec<(String, std::fs::File)> = plugin_files
+        .iter()
+        .map(|p| Ok((p.clone(), std::fs::File::open(p).with_context(|| format!("cannot open plugin file {p}"))?)))
+        .collect::<anyhow::Result<_>>()?;
     let stream = connect(socket)?;
     let mut child = match command {
         Some(cmd) => {
@@ -46,11 +51,18 @@ pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>) -> anyhow::R
         fds.push(fd.as_fd());
         passed.push(Passed::Command);
     }
+    for (name, file) in &plugins {
+        fds.push(file.as_fd());
+        passed.push(Passed::Plugin(name.clone()));
+    }
+    if fds.len() > crate::sys::fds::MAX_FDS {
+        anyhow::bail!("at most {} plugin files through the daemon", crate::sys::fds::MAX_FDS - 3);
+    }
     let ask = Ask::Run { args, command_pid: child.as_ref().map(GatedChild::pid), fds: passed };
     let hello = Frame::control(&Request::Hello { protocol: PROTOCOL, ask }).encode();
     let sent = crate::sys::fds::send_with_fds(stream.as_fd(), &hello, &fds).context("cannot talk to the daemon")?;
     (&stream).write_all(&hello[sent..])?;
-    drop(pidfd);
+    drop((pidfd, plugins));
     // Ctrl-C, or the command's exit, asks for the report.
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;

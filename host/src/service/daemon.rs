@@ -33,7 +33,8 @@ pub struct RunShape {
     pub command: bool,
     pub run_as: bool,
     pub flamegraph: bool,
-    /// Flags only the daemon sets (`--tenant`, `--follow`, `--attached-to-stdin`, `--daemon`).
+    /// Flags only the daemon sets (`--tenant`, `--follow`, `--attached-to-stdin`, `--cgroup`,
+    /// `--plugin-file`, `--daemon`).
     pub daemon_flags: bool,
 }
 
@@ -260,20 +261,27 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
             }
         }
         Ask::Run { args, command_pid, fds } => {
-            let passed = match take_passed(&fds, std::mem::take(&mut frames.fds), command_pid) {
+            let mut passed = match take_passed(&fds, std::mem::take(&mut frames.fds), command_pid) {
                 Ok(p) => p,
                 Err(msg) => return refuse(&mut wr, msg).await,
             };
-            let started = match check_run(&state, &policy, &verdict, &peer, &args, command_pid) {
+            let sent: Vec<String> = passed.plugins.iter().map(|(a, _)| a.clone()).collect();
+            let started = match check_run(&state, &policy, &verdict, &peer, &args, command_pid, &sent) {
                 Ok(run) => run,
                 Err(msg) => return refuse(&mut wr, msg).await,
+            };
+            let sent = std::mem::take(&mut passed.plugins);
+            passed.plugins = match tokio::task::spawn_blocking(move || copy_plugins(sent)).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(msg)) => return refuse(&mut wr, msg).await,
+                Err(e) => return refuse(&mut wr, format!("cannot read the plugin files: {e}")).await,
             };
             // The command checked by its pid is still the process the client opened:
             // alive, so its pid is no one else's.
             if passed.command.as_ref().is_some_and(|fd| !crate::sys::fds::pidfd_alive(fd.as_fd())) {
                 return refuse(&mut wr, "the -c command ended before its run started".into()).await;
             }
-            session(state, peer, args, started, passed.output, frames, wr).await;
+            session(state, peer, args, started, passed, frames, wr).await;
         }
     }
 }
@@ -284,6 +292,33 @@ struct PassedFds {
     output: Option<(OwnedFd, OwnedFd)>,
     /// A pidfd of its `-c` command.
     command: Option<OwnedFd>,
+    /// Plugin files it opened, by the argument naming each (once read, their copies).
+    plugins: Vec<(String, OwnedFd)>,
+}
+
+/// The largest plugin file a client may send.
+const PLUGIN_MAX: u64 = 64 << 20;
+
+/// Copy each plugin file a client sent into a sealed memfd: read through its descriptor
+/// (what the user could read; a descriptor opened only as a path reads nothing), at most
+/// [`PLUGIN_MAX`] bytes, and never changed afterwards under the run that loads it.
+fn copy_plugins(sent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>, String> {
+    use std::io::{Read, Seek};
+    let mut copies = Vec::new();
+    for (name, fd) in sent {
+        let fail = |why: String| format!("plugin file {name}: {why}");
+        let mut file = std::fs::File::from(fd);
+        let _ = file.rewind();
+        let mut copy = crate::sys::memfd("wasmtap-plugin").map_err(|e| fail(e.to_string()))?;
+        let n = std::io::copy(&mut (&mut file).take(PLUGIN_MAX + 1), &mut copy)
+            .map_err(|e| fail(format!("cannot read it: {e}")))?;
+        if n > PLUGIN_MAX {
+            return Err(fail(format!("larger than {} MiB", PLUGIN_MAX >> 20)));
+        }
+        crate::sys::seal(&copy).map_err(|e| fail(e.to_string()))?;
+        copies.push((name, OwnedFd::from(copy)));
+    }
+    Ok(copies)
 }
 
 /// Match the descriptors that came with the hello to the names it gave them, and check
@@ -293,12 +328,19 @@ fn take_passed(names: &[Passed], fds: Vec<OwnedFd>, command_pid: Option<u32>) ->
     if names.len() != fds.len() {
         return Err(format!("the hello names {} descriptors, and {} came with it", names.len(), fds.len()));
     }
-    let (mut out, mut err, mut command) = (None, None, None);
+    let (mut out, mut err, mut command, mut plugins) = (None, None, None, Vec::new());
     for (name, fd) in names.iter().zip(fds) {
         let slot = match name {
             Passed::Stdout => &mut out,
             Passed::Stderr => &mut err,
             Passed::Command => &mut command,
+            Passed::Plugin(arg) => {
+                if plugins.iter().any(|(a, _)| a == arg) {
+                    return Err(format!("the hello passes plugin file {arg} twice"));
+                }
+                plugins.push((arg.clone(), fd));
+                continue;
+            }
         };
         if slot.replace(fd).is_some() {
             return Err(format!("the hello passes its {name:?} twice"));
@@ -319,7 +361,7 @@ fn take_passed(names: &[Passed], fds: Vec<OwnedFd>, command_pid: Option<u32>) ->
         (None, None) => None,
         _ => return Err("the hello passes one of stdout and stderr: both or neither".into()),
     };
-    Ok(PassedFds { output, command })
+    Ok(PassedFds { output, command, plugins })
 }
 
 /// A run the daemon agreed to: the child's arguments and the rule it holds to.
@@ -338,11 +380,13 @@ fn check_run(
     peer: &Peer,
     args: &[String],
     command_pid: Option<u32>,
+    sent: &[String],
 ) -> Result<Agreed, String> {
     let shape = (state.parse_run)(args)?;
     if shape.daemon_flags {
         return Err(
-            "flags --tenant, --follow, --attached-to-stdin, --cgroup and --daemon are the daemon's to set".into()
+            "flags --tenant, --follow, --attached-to-stdin, --cgroup, --plugin-file and --daemon are the daemon's to set"
+                .into()
         );
     }
     if shape.command {
@@ -370,14 +414,16 @@ fn check_run(
         Some((t, i)) => {
             let rule = where_(t.line, i);
             let is_file = |p: &str| p.contains('/') || p.ends_with(".wasm");
-            let refused =
-                |p: &&String| is_file(p) || (t.plugins == PluginRule::Vetted && !VETTED.contains(&p.as_str()));
+            let vetted_only = t.plugins == PluginRule::Vetted;
+            let refused = |p: &&String| match is_file(p) {
+                true => vetted_only || !sent.contains(p),
+                false => vetted_only && !VETTED.contains(&p.as_str()),
+            };
             if let Some(p) = shape.plugins.iter().find(refused) {
-                let why = if t.plugins == PluginRule::Vetted {
+                let why = if vetted_only {
                     format!("{rule} lets user {} run vetted plugins only ({})", peer.user, VETTED.join(", "))
                 } else {
-                    "plugin files cannot be sent through the daemon yet; run a plugin installed on this host"
-                        .to_string()
+                    "a plugin file must come with the request (the wasmtap client sends it)".to_string()
                 };
                 return Err(format!("plugin `{p}`: {why}"));
             }
@@ -476,7 +522,7 @@ async fn session(
     peer: Peer,
     args: Vec<String>,
     agreed: Agreed,
-    output: Option<(OwnedFd, OwnedFd)>,
+    passed: PassedFds,
     mut frames: Frames,
     mut wr: OwnedWriteHalf,
 ) {
@@ -512,12 +558,21 @@ async fn session(
         Ok(pair) => pair,
         Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
     };
+    let PassedFds { output, plugins, .. } = passed;
     let relaying = output.is_none();
     let (stdout, stderr) = match output {
         Some((o, e)) => (Stdio::from(o), Stdio::from(e)),
         None => (Stdio::piped(), Stdio::piped()),
     };
-    let spawned = tokio::process::Command::new(&state.exe)
+    let mut command = tokio::process::Command::new(&state.exe);
+    // The plugin files sent, as descriptors the run inherits (and only that run).
+    let (names, fds): (Vec<String>, Vec<OwnedFd>) = plugins.into_iter().unzip();
+    let numbers = crate::sys::fds::pass_to_child(&mut command, fds);
+    for (name, n) in names.iter().zip(numbers) {
+        argv.push("--plugin-file".into());
+        argv.push(format!("{name}=/proc/self/fd/{n}"));
+    }
+    let spawned = command
         .args(&argv)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(stdout)

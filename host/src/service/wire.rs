@@ -128,7 +128,7 @@ pub enum Ask {
 }
 
 /// A descriptor a client passes with its hello.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Passed {
     /// Its stdout: the run writes its output there itself, with no relay.
@@ -137,6 +137,9 @@ pub enum Passed {
     Stderr,
     /// A pidfd of its `-c` command (`command_pid`), so that the daemon checks that very process.
     Command,
+    /// A plugin file it named (the argument as typed), open for reading: the daemon reads
+    /// it as the user could, never by its path.
+    Plugin(String),
 }
 
 /// What the daemon answers.

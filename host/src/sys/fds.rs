@@ -120,6 +120,30 @@ pub fn pidfd_alive(fd: BorrowedFd<'_>) -> bool {
     r == 0
 }
 
+/// Give the child `cmd` starts the descriptors `fds`, open across its exec, as numbers
+/// above every one of them (and at least 100); returns those numbers. In the parent they
+/// stay close-on-exec, so no other child started meanwhile inherits them.
+pub fn pass_to_child(cmd: &mut tokio::process::Command, fds: Vec<OwnedFd>) -> Vec<RawFd> {
+    let first = fds.iter().map(AsRawFd::as_raw_fd).max().map_or(100, |m| (m + 1).max(100));
+    let targets: Vec<RawFd> = (0..fds.len()).map(|i| first + i as RawFd).collect();
+    let pairs: Vec<(RawFd, RawFd)> = fds.iter().map(AsRawFd::as_raw_fd).zip(targets.iter().copied()).collect();
+    // SAFETY: the closure runs in the child between fork and exec. It only calls dup2,
+    // which is async-signal-safe, and allocates nothing; its sources stay open (the
+    // closure owns them) and lie below every target, so no dup2 overwrites a source.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _open = &fds;
+            for &(from, to) in &pairs {
+                if libc::dup2(from, to) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    targets
+}
+
 /// Why a descriptor a client passed may not be written by the run: it must be open for
 /// writing, and a regular file, a pipe, a terminal or other character device, or a Unix
 /// socket (nothing whose writes act with the writer's privileges, such as a netlink
