@@ -106,6 +106,13 @@ impl Daemon {
         c
     }
 
+    /// `wasmtap VERB ARGS` through the daemon (`record`), as user `i`.
+    fn run_verb(&self, verb: &str, users: &Users, i: usize, args: &[&str]) -> Command {
+        let mut c = users.command(i, &self.client());
+        c.current_dir(&self.dir).arg(verb).args(args).arg("--daemon").arg(&self.socket);
+        c
+    }
+
     /// Wait until no run the daemon started is left (10 s at most): `what` ended them.
     fn wait_until_no_runs(&self, what: &str) {
         let started = Instant::now();
@@ -815,5 +822,47 @@ fn a_tenant_allowed_any_plugin_sends_its_own_file_and_cannot_send_what_it_cannot
     assert_eq!(o.status.code(), Some(2), "{err}");
     let want = format!("wasmtap: error: cannot open plugin file {}: Permission denied", secret.display());
     assert!(err.starts_with(&want), "{err}");
+    assert!(d.runs().is_empty(), "{:?}", d.runs());
+}
+
+#[test]
+fn a_tenant_records_and_draws_flame_graphs_into_files_of_its_own() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("rec", 1);
+    let policy = format!(
+        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\", \"profile\"]\nplugins = \"vetted\"\n",
+        users.name(0)
+    );
+    let d = Daemon::start("rec", &policy);
+    let home = d.dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(users.0[0].1), Some(users.0[0].2)).unwrap();
+    // `record` as root runs it: the client creates the recording as the user, the run
+    // writes it, and the user replays it without the daemon.
+    let cmd = format!("{} 30000", d.getppid_loop().display());
+    let o = run(d.run_verb("record", &users, 0, &["syscount", "-o", "calls.rec", "-c", &cmd]).current_dir(&home));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let meta = std::fs::metadata(home.join("calls.rec")).unwrap();
+    assert_eq!((std::os::unix::fs::MetadataExt::uid(&meta), meta.permissions().mode() & 0o777), (users.0[0].1, 0o600));
+    std::fs::copy(wasm("syscount"), home.join("syscount.wasm")).unwrap();
+    let replay = ["replay", "calls.rec", "./syscount.wasm", "--param", "top=0"];
+    let o = run(users.command(0, &d.client()).args(replay).current_dir(&home));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(map_value(&stdout(&o), "syscall", "getppid"), Some(30_000), "{}", stdout(&o));
+    // A recording that exists already is not overwritten.
+    let o = run(d.run_verb("record", &users, 0, &["syscount", "-o", "calls.rec", "-d", "1s"]).current_dir(&home));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("calls.rec"), "{}", stderr(&o));
+    // A flame graph, likewise.
+    let cmd = format!("{} 1000000", d.getppid_loop().display());
+    let args = ["profile", "--param", "stacks=user", "--param", "hz=999", "--flamegraph", "cpu.svg", "-c", &cmd];
+    let o = run(d.run(&users, 0, &args).current_dir(&home));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(home.join("cpu.svg")).unwrap();
+    // Its samples: the workload's user stacks, named (main, calling libc's syscall).
+    assert!(svg.starts_with("<?xml") && svg.contains(">main") && svg.contains("syscall"), "{svg}");
     assert!(d.runs().is_empty(), "{:?}", d.runs());
 }

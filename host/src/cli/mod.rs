@@ -120,6 +120,12 @@ pub struct TraceArgs {
     /// Set by the daemon: the plugin argument ARG is the file at PATH (one the client sent).
     #[arg(long, hide = true, value_name = "ARG=PATH")]
     plugin_file: Vec<String>,
+    /// Set by the daemon: `record` writes to this inherited descriptor (the client's file).
+    #[arg(long, hide = true, value_name = "FD")]
+    recording_fd: Option<i32>,
+    /// Set by the daemon: `--flamegraph` writes to this inherited descriptor.
+    #[arg(long, hide = true, value_name = "FD")]
+    flamegraph_fd: Option<i32>,
 }
 
 /// How results are written (`run`, `replay`).
@@ -165,7 +171,7 @@ pub struct RecordArgs {
     #[arg(value_name = "PLUGIN")]
     plugins: Vec<String>,
     /// The recording to write.
-    #[arg(short = 'o', long = "output", value_name = "FILE", required_unless_present = "help")]
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
     file: Option<PathBuf>,
     #[command(flatten)]
     trace: TraceArgs,
@@ -221,7 +227,7 @@ pub struct ListArgs {
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
-        Command::Run(args) if service::through_daemon(&args) => service::run(args),
+        Command::Run(args) if service::through_daemon(&args.trace) => service::run(args),
         Command::Run(args) => run::run(args),
         Command::Daemon(args) => {
             let opts = crate::service::daemon::Options {
@@ -234,6 +240,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         }
         Command::Sessions(args) => service::sessions(args),
         Command::Stop(args) => service::stop(args),
+        Command::Record(args) if service::through_daemon(&args.trace) => service::record(args),
         Command::Record(args) => run::record(args),
         Command::Replay(args) => replay::replay(args),
         Command::List(args) => list::list(args),

@@ -31,7 +31,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
 
 pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
     let text = OutputArgs { format: Format::Text, flamegraph: None };
-    trace(&args.plugins, &args.trace, &args.common, &text, args.file.as_deref())
+    let to = match (&args.file, args.trace.recording_fd) {
+        (_, Some(fd)) => Some(RecordTo::Fd(fd)),
+        (Some(path), None) => Some(RecordTo::Path(path)),
+        (None, None) if args.common.help => None,
+        (None, None) => bail!("wasmtap record: name the recording to write with -o FILE"),
+    };
+    trace(&args.plugins, &args.trace, &args.common, &text, to)
+}
+
+/// Where `record` writes: a file it creates, or one the daemon's client created and sent.
+enum RecordTo<'a> {
+    Path(&'a Path),
+    Fd(i32),
 }
 
 fn trace(
@@ -39,7 +51,7 @@ fn trace(
     trace: &TraceArgs,
     common: &PluginArgs,
     output: &OutputArgs,
-    record_to: Option<&std::path::Path>,
+    record_to: Option<RecordTo<'_>>,
 ) -> anyhow::Result<Outcome> {
     // A tenant's run joins its session's cgroup while it has one thread.
     crate::service::cgroup::join(&trace.cgroup)?;
@@ -62,16 +74,24 @@ fn trace(
     // Files first: a bad path stops the run before anything is traced, and once attached
     // the host gives up the privileges that let it create files anywhere.
     let mut created = Created::default();
-    let recording = match record_to {
-        Some(path) => {
+    let recording = match &record_to {
+        Some(RecordTo::Path(path)) => {
             let file = crate::private::create("recording", path)?;
             Some((created.add(path), file))
+        }
+        Some(RecordTo::Fd(fd)) => {
+            let file = crate::sys::fds::inherited_file(*fd).context("the recording the client sent")?;
+            Some((PathBuf::from("the recording"), file))
         }
         None => None,
     };
     let mut out = output.open()?;
     if let Some(path) = &output.flamegraph {
         created.add(path);
+    }
+    if let Some(fd) = trace.flamegraph_fd {
+        let file = crate::sys::fds::inherited_file(fd).context("the flame graph the client sent")?;
+        out.set_flamegraph_file(PathBuf::from("the flame graph"), file);
     }
     let cap = |l: crate::limits::Limits| match &tenant {
         Some(t) => t.cap(l),

@@ -4,31 +4,54 @@
 
 use clap::Parser;
 
-use super::{Cli, Command, Outcome, RunArgs, SocketArgs, StopArgs};
+use super::{Cli, Command, Outcome, RecordArgs, RunArgs, SocketArgs, StopArgs, TraceArgs};
 use crate::service::daemon::RunShape;
-use crate::service::wire::{Ask, Reply};
+use crate::service::wire::{Ask, Passed, Reply};
 use crate::service::{client, default_socket};
 
 /// Whether `run` goes through the daemon: when asked to (`--daemon`), or for a user who
 /// can trace neither as root nor with CAP_BPF or CAP_SYS_ADMIN of its own.
-pub fn through_daemon(args: &RunArgs) -> bool {
+pub fn through_daemon(trace: &TraceArgs) -> bool {
     use crate::sys::creds::{effective_caps, CAP_BPF, CAP_SYS_ADMIN};
     let can_trace = crate::sys::euid() == 0
         || effective_caps().is_ok_and(|caps| caps & ((1 << CAP_BPF) | (1 << CAP_SYS_ADMIN)) != 0);
-    args.trace.daemon.is_some() || !can_trace
+    trace.daemon.is_some() || !can_trace
 }
 
 /// `wasmtap run` through the daemon: the arguments as typed, less `--daemon` and `-c`,
-/// whose command this process starts as its user.
+/// whose command this process starts as its user, and `--flamegraph FILE`, which it
+/// creates as its user and sends.
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
-    if args.trace.run_as.is_some() {
+    let mut files = Vec::new();
+    if let Some(path) = &args.output.flamegraph {
+        files.push((Passed::Flamegraph, crate::private::create("flame graph", path)?));
+    }
+    through(&args.plugins, &args.trace, "run", &["--flamegraph"], files)
+}
+
+/// `wasmtap record` through the daemon: as `run`, with `-o FILE` created here, as the user.
+pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
+    let Some(path) = &args.file else { anyhow::bail!("wasmtap record: name the recording to write with -o FILE") };
+    let files = vec![(Passed::Recording, crate::private::create("recording", path)?)];
+    through(&args.plugins, &args.trace, "record", &["-o", "--output"], files)
+}
+
+fn through(
+    plugins: &[String],
+    trace: &TraceArgs,
+    verb: &str,
+    sent_flags: &[&str],
+    files: Vec<(Passed, std::fs::File)>,
+) -> anyhow::Result<Outcome> {
+    if trace.run_as.is_some() {
         anyhow::bail!("--run-as: through the daemon, a command runs as the user who starts it");
     }
-    let socket = args.trace.daemon.clone().unwrap_or_else(default_socket);
-    let typed: Vec<String> = std::env::args().skip_while(|a| a != "run").skip(1).collect();
-    let forwarded = without_client_flags(&typed);
-    let files: Vec<String> = args.plugins.iter().filter(|p| crate::plugin::find::is_path(p)).cloned().collect();
-    let ended = client::run(&socket, forwarded, args.trace.command.as_deref(), &files)?;
+    let socket = trace.daemon.clone().unwrap_or_else(default_socket);
+    let typed: Vec<String> = std::env::args().skip_while(|a| a != verb).skip(1).collect();
+    let forwarded = without_client_flags(&typed, sent_flags);
+    let plugin_files: Vec<String> = plugins.iter().filter(|p| crate::plugin::find::is_path(p)).cloned().collect();
+    let sent = client::Sent { command: trace.command.as_deref(), plugin_files: &plugin_files, files };
+    let ended = client::run(&socket, forwarded, verb == "record", sent)?;
     match ended.code {
         0 => Ok(Outcome::Clean),
         1 => Ok(Outcome::Problems),
@@ -36,45 +59,57 @@ pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
     }
 }
 
-/// `typed` without `--daemon SOCKET` and `-c CMD` (in any of their spellings).
-fn without_client_flags(typed: &[String]) -> Vec<String> {
+/// `typed` without `--daemon SOCKET`, `-c CMD` and the flags of `sent` with their values (in
+/// any of their spellings).
+fn without_client_flags(typed: &[String], sent: &[&str]) -> Vec<String> {
+    let mut flags = vec!["--daemon", "-c", "--cmd"];
+    flags.extend(sent);
     let mut out = Vec::new();
     let mut it = typed.iter();
     while let Some(a) = it.next() {
-        match a.as_str() {
-            "--daemon" | "-c" | "--cmd" => {
-                it.next();
-            }
-            _ if a.starts_with("--daemon=") || a.starts_with("--cmd=") => {}
-            _ if a.starts_with("-c") && a.len() > 2 && !a.starts_with("--") => {}
-            _ => out.push(a.clone()),
+        let joined = |f: &&str| match f.strip_prefix("--") {
+            Some(_) => a.starts_with(&format!("{f}=")),
+            None => a.starts_with(f) && a.len() > f.len() && !a.starts_with("--"),
+        };
+        if flags.contains(&a.as_str()) {
+            it.next();
+        } else if !flags.iter().any(joined) {
+            out.push(a.clone());
         }
     }
     out
 }
 
 /// How the daemon reads a run request: this command line's own parser.
-pub fn parse_run(args: &[String]) -> Result<RunShape, String> {
-    let argv = ["wasmtap", "run"].into_iter().map(String::from).chain(args.iter().cloned());
+pub fn parse_run(record: bool, args: &[String]) -> Result<RunShape, String> {
+    let verb = if record { "record" } else { "run" };
+    let argv = ["wasmtap", verb].into_iter().map(String::from).chain(args.iter().cloned());
     let cli = Cli::try_parse_from(argv).map_err(|e| {
         let text = e.to_string();
         let said: Vec<&str> =
             text.lines().map(str::trim).take_while(|l| !l.starts_with("Usage:")).filter(|l| !l.is_empty()).collect();
         format!("bad arguments: {}", said.join(" ").trim_start_matches("error: "))
     })?;
-    let Command::Run(r) = cli.command else { return Err("not a run".into()) };
+    let (plugins, trace, flamegraph, file) = match cli.command {
+        Command::Run(r) => (r.plugins, r.trace, r.output.flamegraph.is_some(), false),
+        Command::Record(r) => (r.plugins, r.trace, false, r.file.is_some()),
+        _ => return Err("not a run".into()),
+    };
     Ok(RunShape {
-        plugins: r.plugins,
-        pids: r.trace.pids,
-        command: r.trace.command.is_some(),
-        run_as: r.trace.run_as.is_some(),
-        flamegraph: r.output.flamegraph.is_some(),
-        daemon_flags: r.trace.tenant.is_some()
-            || !r.trace.plugin_file.is_empty()
-            || !r.trace.cgroup.is_empty()
-            || r.trace.follow
-            || r.trace.attached_to_stdin
-            || r.trace.daemon.is_some(),
+        plugins,
+        pids: trace.pids,
+        command: trace.command.is_some(),
+        run_as: trace.run_as.is_some(),
+        flamegraph,
+        file,
+        daemon_flags: trace.tenant.is_some()
+            || !trace.plugin_file.is_empty()
+            || !trace.cgroup.is_empty()
+            || trace.recording_fd.is_some()
+            || trace.flamegraph_fd.is_some()
+            || trace.follow
+            || trace.attached_to_stdin
+            || trace.daemon.is_some(),
     })
 }
 
@@ -119,20 +154,43 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        assert_eq!(without_client_flags(&typed), ["syscount", "--param", "top=0", "-d", "2s"]);
+        assert_eq!(without_client_flags(&typed, &[]), ["syscount", "--param", "top=0", "-d", "2s"]);
+        // What the client sends as descriptors goes too: a recording's -o, a flame graph.
+        let typed: Vec<String> = [
+            "syscount",
+            "-o",
+            "r.rec",
+            "-d",
+            "1s",
+            "--output=x",
+            "-or.rec",
+            "--flamegraph",
+            "f.svg",
+            "--flamegraph=g.svg",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(without_client_flags(&typed, &["-o", "--output", "--flamegraph"]), ["syscount", "-d", "1s"]);
     }
 
     #[test]
     fn the_daemon_reads_a_run_as_the_command_line_does() {
         let args: Vec<String> = ["syscount", "-p", "42", "--param", "top=3"].map(String::from).to_vec();
-        let shape = parse_run(&args).unwrap();
+        let shape = parse_run(false, &args).unwrap();
         assert_eq!(shape, RunShape { plugins: vec!["syscount".into()], pids: vec![42], ..RunShape::default() });
-        for flag in ["--tenant={}", "--cgroup=/sys/fs/cgroup/memory", "--plugin-file=x.wasm=/etc/shadow", "--follow"] {
+        for flag in [
+            "--tenant={}",
+            "--cgroup=/sys/fs/cgroup/memory",
+            "--plugin-file=x.wasm=/etc/shadow",
+            "--follow",
+            "--recording-fd=3",
+            "--flamegraph-fd=3",
+        ] {
             let sneaky: Vec<String> = ["syscount", flag].map(String::from).to_vec();
-            assert!(parse_run(&sneaky).unwrap().daemon_flags, "{flag}");
+            assert!(parse_run(false, &sneaky).unwrap().daemon_flags, "{flag}");
         }
         let bad: Vec<String> = ["syscount", "--no-such-flag"].map(String::from).to_vec();
-        let err = parse_run(&bad).unwrap_err();
+        let err = parse_run(false, &bad).unwrap_err();
         assert!(err.starts_with("bad arguments: unexpected argument '--no-such-flag'"), "{err}");
     }
 }

@@ -99,6 +99,12 @@ impl Output {
         Ok(())
     }
 
+    /// Draw the flame graph into `file`, already open (one a daemon's client created and
+    /// sent); `name` is how messages call it.
+    pub fn set_flamegraph_file(&mut self, name: PathBuf, file: std::fs::File) {
+        self.flamegraph = Some((name, file));
+    }
+
     /// True once stdout was closed by the reader (e.g. `| head`): stop quietly.
     pub fn is_broken(&self) -> bool {
         self.broken

@@ -21,10 +21,20 @@ pub struct Ended {
     pub code: i32,
 }
 
-/// Run `wasmtap run ARGS` through the daemon at `socket`, with `command` (`-c`) started
-/// here, as this user, and the plugin files `plugin_files` (arguments as typed) opened
-/// here, as this user, and passed to the daemon.
-pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>, plugin_files: &[String]) -> anyhow::Result<Ended> {
+/// What a client starts, opens or creates as its user and sends with its request.
+pub struct Sent<'a> {
+    /// The `-c` command, started here, held before exec.
+    pub command: Option<&'a str>,
+    /// Plugin files, by the arguments naming them, opened here.
+    pub plugin_files: &'a [String],
+    /// Output files created here: the recording, the flame graph.
+    pub files: Vec<(Passed, std::fs::File)>,
+}
+
+/// Run `wasmtap run ARGS` (or `record ARGS`) through the daemon at `socket`, with what
+/// `sent` names started, opened or created here, as this user, and passed to the daemon.
+pub fn run(socket: &Path, args: Vec<String>, record: bool, sent: Sent<'_>) -> anyhow::Result<Ended> {
+    let Sent { command, plugin_files, files } = sent;
     let plugins: Vec<(String, std::fs::File)> = plugin_files
         .iter()
         .map(|p| Ok((p.clone(), std::fs::File::open(p).with_context(|| format!("cannot open plugin file {p}"))?)))
@@ -55,14 +65,18 @@ pub fn run(socket: &Path, args: Vec<String>, command: Option<&str>, plugin_files
         fds.push(file.as_fd());
         passed.push(Passed::Plugin(name.clone()));
     }
-    if fds.len() > crate::sys::fds::MAX_FDS {
-        anyhow::bail!("at most {} plugin files through the daemon", crate::sys::fds::MAX_FDS - 3);
+    for (what, file) in &files {
+        fds.push(file.as_fd());
+        passed.push(what.clone());
     }
-    let ask = Ask::Run { args, command_pid: child.as_ref().map(GatedChild::pid), fds: passed };
+    if fds.len() > crate::sys::fds::MAX_FDS {
+        anyhow::bail!("too many files to send: at most {} in all", crate::sys::fds::MAX_FDS);
+    }
+    let ask = Ask::Run { args, command_pid: child.as_ref().map(GatedChild::pid), fds: passed, record };
     let hello = Frame::control(&Request::Hello { protocol: PROTOCOL, ask }).encode();
     let sent = crate::sys::fds::send_with_fds(stream.as_fd(), &hello, &fds).context("cannot talk to the daemon")?;
     (&stream).write_all(&hello[sent..])?;
-    drop((pidfd, plugins));
+    drop((pidfd, plugins, files));
     // Ctrl-C, or the command's exit, asks for the report.
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;

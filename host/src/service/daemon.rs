@@ -33,13 +33,15 @@ pub struct RunShape {
     pub command: bool,
     pub run_as: bool,
     pub flamegraph: bool,
+    /// `record -o FILE` (a client sends the file, and forwards no `-o`).
+    pub file: bool,
     /// Flags only the daemon sets (`--tenant`, `--follow`, `--attached-to-stdin`, `--cgroup`,
     /// `--plugin-file`, `--daemon`).
     pub daemon_flags: bool,
 }
 
 /// Reads a `run` request's arguments (the command line's parser).
-pub type ParseRun = fn(&[String]) -> Result<RunShape, String>;
+pub type ParseRun = fn(bool, &[String]) -> Result<RunShape, String>;
 
 /// What `wasmtap daemon` was told.
 pub struct Options {
@@ -260,13 +262,14 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
                 _ => refuse(&mut wr, format!("no session {id} of user {}", peer.user)).await,
             }
         }
-        Ask::Run { args, command_pid, fds } => {
+        Ask::Run { args, command_pid, fds, record } => {
             let mut passed = match take_passed(&fds, std::mem::take(&mut frames.fds), command_pid) {
                 Ok(p) => p,
                 Err(msg) => return refuse(&mut wr, msg).await,
             };
             let sent: Vec<String> = passed.plugins.iter().map(|(a, _)| a.clone()).collect();
-            let started = match check_run(&state, &policy, &verdict, &peer, &args, command_pid, &sent) {
+            let files = (sent.as_slice(), passed.recording.is_some(), passed.flamegraph.is_some());
+            let started = match check_run(&state, &policy, &verdict, &peer, (record, &args), command_pid, files) {
                 Ok(run) => run,
                 Err(msg) => return refuse(&mut wr, msg).await,
             };
@@ -294,6 +297,9 @@ struct PassedFds {
     command: Option<OwnedFd>,
     /// Plugin files it opened, by the argument naming each (once read, their copies).
     plugins: Vec<(String, OwnedFd)>,
+    /// The recording and the flame graph it created, for the run to write.
+    recording: Option<OwnedFd>,
+    flamegraph: Option<OwnedFd>,
 }
 
 /// The largest plugin file a client may send.
@@ -329,11 +335,14 @@ fn take_passed(names: &[Passed], fds: Vec<OwnedFd>, command_pid: Option<u32>) ->
         return Err(format!("the hello names {} descriptors, and {} came with it", names.len(), fds.len()));
     }
     let (mut out, mut err, mut command, mut plugins) = (None, None, None, Vec::new());
+    let (mut recording, mut flamegraph) = (None, None);
     for (name, fd) in names.iter().zip(fds) {
         let slot = match name {
             Passed::Stdout => &mut out,
             Passed::Stderr => &mut err,
             Passed::Command => &mut command,
+            Passed::Recording => &mut recording,
+            Passed::Flamegraph => &mut flamegraph,
             Passed::Plugin(arg) => {
                 if plugins.iter().any(|(a, _)| a == arg) {
                     return Err(format!("the hello passes plugin file {arg} twice"));
@@ -346,7 +355,7 @@ fn take_passed(names: &[Passed], fds: Vec<OwnedFd>, command_pid: Option<u32>) ->
             return Err(format!("the hello passes its {name:?} twice"));
         }
     }
-    for (what, fd) in [("stdout", &out), ("stderr", &err)] {
+    for (what, fd) in [("stdout", &out), ("stderr", &err), ("recording", &recording), ("flame graph", &flamegraph)] {
         if let Some(fd) = fd {
             check_output_fd(fd.as_fd()).map_err(|why| format!("the run cannot write to your {what}: {why}"))?;
         }
@@ -361,7 +370,7 @@ fn take_passed(names: &[Passed], fds: Vec<OwnedFd>, command_pid: Option<u32>) ->
         (None, None) => None,
         _ => return Err("the hello passes one of stdout and stderr: both or neither".into()),
     };
-    Ok(PassedFds { output, command, plugins })
+    Ok(PassedFds { output, command, plugins, recording, flamegraph })
 }
 
 /// A run the daemon agreed to: the child's arguments and the rule it holds to.
@@ -378,11 +387,14 @@ fn check_run(
     policy: &Policy,
     verdict: &Verdict<'_>,
     peer: &Peer,
-    args: &[String],
+    (record, args): (bool, &[String]),
     command_pid: Option<u32>,
-    sent: &[String],
+    (sent, recording, flamegraph): (&[String], bool, bool),
 ) -> Result<Agreed, String> {
-    let shape = (state.parse_run)(args)?;
+    let shape = (state.parse_run)(record, args)?;
+    if record && (shape.file || !recording) {
+        return Err("record through the daemon: the client creates the recording and sends it".into());
+    }
     if shape.daemon_flags {
         return Err(
             "flags --tenant, --follow, --attached-to-stdin, --cgroup, --plugin-file and --daemon are the daemon's to set"
@@ -395,8 +407,8 @@ fn check_run(
     if shape.run_as {
         return Err("--run-as: through the daemon, a command runs as the user who starts it".into());
     }
-    if shape.flamegraph {
-        return Err("--flamegraph writes a file, which a run through the daemon cannot do yet; use -o folded".into());
+    if shape.flamegraph && !flamegraph {
+        return Err("--flamegraph: the client creates the flame graph and sends it".into());
     }
     let where_ = |line: usize, i: usize| {
         let file = policy.source.as_ref().map_or_else(|| "policy".into(), |p| p.display().to_string());
@@ -406,7 +418,7 @@ fn check_run(
         Verdict::Tenant(t) => Some((*t, policy.tenants.iter().position(|x| std::ptr::eq(x, *t)).unwrap_or(0))),
         _ => None,
     };
-    let mut argv = vec!["run".to_string()];
+    let mut argv = vec![if record { "record" } else { "run" }.to_string()];
     argv.extend(args.iter().cloned());
     let mut quota = None;
     let rule = match tenant {
@@ -558,7 +570,7 @@ async fn session(
         Ok(pair) => pair,
         Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
     };
-    let PassedFds { output, plugins, .. } = passed;
+    let PassedFds { output, plugins, recording, flamegraph, .. } = passed;
     let relaying = output.is_none();
     let (stdout, stderr) = match output {
         Some((o, e)) => (Stdio::from(o), Stdio::from(e)),
@@ -566,11 +578,24 @@ async fn session(
     };
     let mut command = tokio::process::Command::new(&state.exe);
     // The plugin files sent, as descriptors the run inherits (and only that run).
-    let (names, fds): (Vec<String>, Vec<OwnedFd>) = plugins.into_iter().unzip();
+    // The plugin files and output files sent, as descriptors the run inherits (and only
+    // that run).
+    let mut flags = Vec::new();
+    let mut fds = Vec::new();
+    for (name, fd) in plugins {
+        flags.push(("--plugin-file", format!("{name}=/proc/self/fd/")));
+        fds.push(fd);
+    }
+    for (flag, fd) in [("--recording-fd", recording), ("--flamegraph-fd", flamegraph)] {
+        if let Some(fd) = fd {
+            flags.push((flag, String::new()));
+            fds.push(fd);
+        }
+    }
     let numbers = crate::sys::fds::pass_to_child(&mut command, fds);
-    for (name, n) in names.iter().zip(numbers) {
-        argv.push("--plugin-file".into());
-        argv.push(format!("{name}=/proc/self/fd/{n}"));
+    for ((flag, prefix), n) in flags.into_iter().zip(numbers) {
+        argv.push(flag.into());
+        argv.push(format!("{prefix}{n}"));
     }
     let spawned = command
         .args(&argv)

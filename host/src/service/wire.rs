@@ -120,6 +120,9 @@ pub enum Ask {
         command_pid: Option<u32>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         fds: Vec<Passed>,
+        /// `record` rather than `run` (its recording passed as `recording`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        record: bool,
     },
     /// The caller's sessions (everyone's for an admin).
     Sessions,
@@ -140,6 +143,10 @@ pub enum Passed {
     /// A plugin file it named (the argument as typed), open for reading: the daemon reads
     /// it as the user could, never by its path.
     Plugin(String),
+    /// The recording `record -o FILE` writes, created by the client as the user.
+    Recording,
+    /// The flame graph `--flamegraph FILE` writes, likewise.
+    Flamegraph,
 }
 
 /// What the daemon answers.
@@ -179,7 +186,7 @@ mod tests {
     fn frames_round_trip_and_partial_input_waits() {
         let f = Frame::control(&Request::Hello {
             protocol: PROTOCOL,
-            ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42), fds: vec![] },
+            ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42), fds: vec![], record: false },
         });
         let bytes = f.encode();
         for cut in 0..bytes.len() {
@@ -192,7 +199,7 @@ mod tests {
             back,
             Request::Hello {
                 protocol: 2,
-                ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42), fds: vec![] }
+                ask: Ask::Run { args: vec!["syscount".into()], command_pid: Some(42), fds: vec![], record: false }
             }
         );
         let json = String::from_utf8(g.payload).unwrap();
@@ -232,7 +239,7 @@ mod tests {
         /// Any control message's JSON, mutated: decoding a message never panics.
         #[test]
         fn control_messages_take_any_json(s in ".{0,80}", args in proptest::collection::vec(".{0,8}", 0..4), pid in any::<Option<u32>>()) {
-            let f = Frame::control(&Request::Hello { protocol: PROTOCOL, ask: Ask::Run { args, command_pid: pid, fds: vec![Passed::Stdout] } });
+            let f = Frame::control(&Request::Hello { protocol: PROTOCOL, ask: Ask::Run { args, command_pid: pid, fds: vec![Passed::Stdout], record: false } });
             let back: Request = f.message().unwrap();
             prop_assert_eq!(Frame::control(&back), f);
             let g = Frame { kind: Kind::Control, payload: s.into_bytes() };

@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// The most descriptors one message carries.
-pub const MAX_FDS: usize = 4;
+pub const MAX_FDS: usize = 8;
 
 /// Send `bytes` on socket `sock`, with `fds` as `SCM_RIGHTS` on its first byte. Returns the
 /// bytes sent (the caller sends the rest, if any, without descriptors).
@@ -16,7 +16,7 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[BorrowedFd<'_>])
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors"));
     }
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    let mut space = [0u64; 8]; // CMSG_SPACE of MAX_FDS ints, aligned
+    let mut space = [0u64; 8]; // at least CMSG_SPACE of MAX_FDS ints, aligned
     let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
     // SAFETY: msghdr is plain data; zeroed is a valid empty header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -28,8 +28,8 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[BorrowedFd<'_>])
         let space_len = unsafe { libc::CMSG_SPACE(data_len as u32) } as usize;
         msg.msg_control = space.as_mut_ptr().cast();
         msg.msg_controllen = space_len;
-        // SAFETY: msg_control points at `space`, 64 bytes, more than CMSG_SPACE of four
-        // ints (24 bytes), so the first header and its data lie within it.
+        // SAFETY: msg_control points at `space`, 64 bytes, at least CMSG_SPACE of eight
+        // ints (48 bytes), so the first header and its data lie within it.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -142,6 +142,23 @@ pub fn pass_to_child(cmd: &mut tokio::process::Command, fds: Vec<OwnedFd>) -> Ve
         });
     }
     targets
+}
+
+/// The file behind descriptor `fd`, which this process inherited from the one that
+/// started it (a run started by the daemon: `--recording-fd`, `--flamegraph-fd`). Only
+/// numbers past stdin, stdout and stderr, open, and made close-on-exec here.
+pub fn inherited_file(fd: RawFd) -> io::Result<std::fs::File> {
+    if fd < 3 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("descriptor {fd} is not an inherited file")));
+    }
+    // SAFETY: F_GETFD/F_SETFD only read and set the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above) and was inherited across exec for
+    // this purpose: nothing in this process owns it yet.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// Why a descriptor a client passed may not be written by the run: it must be open for
