@@ -50,6 +50,15 @@ pub fn tune_allocator() {
     }
 }
 
+/// Give the heap's free memory back to the system (glibc's `malloc_trim`), for a
+/// long-lived process after it freed much (the daemon, when a session ends).
+pub fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// CPU time the calling thread has used, in nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)

@@ -623,7 +623,9 @@ async fn session(
     let (mut out_open, mut err_open, mut client_open) = (out.is_some(), err.is_some(), true);
     // Writing to the client's own descriptors, the run is over when it exits.
     let mut exited = None;
-    let (mut obuf, mut ebuf) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    // Buffers only to relay a run's output (a client that passed no descriptors).
+    let buf = || if relaying { vec![0u8; 64 << 10] } else { Vec::new() };
+    let (mut obuf, mut ebuf) = (buf(), buf());
     let mut abuf = [0u8; 1];
     // Once the client is gone, the run has this long to end on SIGTERM before SIGKILL.
     let mut kill_at: Option<tokio::time::Instant> = None;
@@ -685,6 +687,9 @@ async fn session(
     if client_open {
         let _ = write(&mut wr, &Frame::control(&Reply::Exit { code })).await;
     }
+    drop((obuf, ebuf, frames, wr));
+    // A daemon lives long: what a session freed goes back to the system now.
+    crate::sys::trim_heap();
 }
 
 fn stop(pid: Option<u32>, signal: libc::c_int) {
