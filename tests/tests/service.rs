@@ -867,3 +867,32 @@ fn a_tenant_records_and_draws_flame_graphs_into_files_of_its_own() {
     assert!(svg.starts_with("<?xml") && svg.contains(">main") && svg.contains("syscall"), "{svg}");
     assert!(d.runs().is_empty(), "{:?}", d.runs());
 }
+
+#[test]
+fn a_tenant_lists_the_kernels_tracepoints_through_the_daemon_and_a_binarys_functions_itself() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("lst", 2);
+    // User 1 exists but is in no tenant.
+    let d = Daemon::start("lst", &policy(&users, &[0]));
+    let list = |i: usize, pattern: &str| {
+        run(users.command(i, &d.client()).args(["list", pattern, "--daemon"]).arg(&d.socket).current_dir(&d.dir))
+    };
+    // tracefs is root's: the daemon lists, into the user's own stdout.
+    let o = list(0, "tracepoint:sched:sched_switch");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("tracepoint:sched:sched_switch") && stdout(&o).contains("prev_pid"), "{}", stdout(&o));
+    let o = list(0, "tracepoint:nosuch:*");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no probe matches `tracepoint:nosuch:*`"), "{}", stderr(&o));
+    // A binary's functions need no privilege: read here, as the user.
+    let o = list(0, &format!("uprobe:{}:main", d.getppid_loop().display()));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains(":main"), "{}", stdout(&o));
+    // A user no tenant names is refused, as for a run.
+    let o = list(1, "tracepoint:sched:*");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("may not trace through this host's wasmtap daemon"), "{}", stderr(&o));
+}

@@ -222,6 +222,10 @@ pub struct StopArgs {
 pub struct ListArgs {
     /// Only probes matching this pattern (`*` matches anything), e.g. 'syscall:open*'.
     pattern: Option<String>,
+    /// Ask the wasmtap daemon at SOCKET (the way a user without privileges lists the
+    /// kernel's tracepoints); the default for a user who is not root is the policy's socket.
+    #[arg(long, value_name = "SOCKET")]
+    daemon: Option<PathBuf>,
 }
 
 /// Run the parsed command line.
@@ -243,6 +247,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Record(args) if service::through_daemon(&args.trace) => service::record(args),
         Command::Record(args) => run::record(args),
         Command::Replay(args) => replay::replay(args),
+        Command::List(args) if service::list_through_daemon(&args) => service::list(args),
         Command::List(args) => list::list(args),
         Command::CollectorStats => {
             crate::collect::overload::serve()?;

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 
-use super::{Cli, Command, Outcome, RecordArgs, RunArgs, SocketArgs, StopArgs, TraceArgs};
+use super::{Cli, Command, ListArgs, Outcome, RecordArgs, RunArgs, SocketArgs, StopArgs, TraceArgs};
 use crate::service::daemon::RunShape;
 use crate::service::wire::{Ask, Passed, Reply};
 use crate::service::{client, default_socket};
@@ -16,6 +16,25 @@ pub fn through_daemon(trace: &TraceArgs) -> bool {
     let can_trace = crate::sys::euid() == 0
         || effective_caps().is_ok_and(|caps| caps & ((1 << CAP_BPF) | (1 << CAP_SYS_ADMIN)) != 0);
     trace.daemon.is_some() || !can_trace
+}
+
+/// Whether `list` asks the daemon: tracefs is root's, so a user who cannot read it lists
+/// tracepoints through the daemon (or when asked to, `--daemon`). A binary's functions
+/// and USDT probes are read here, as the user: nothing privileged is needed for them.
+pub fn list_through_daemon(args: &ListArgs) -> bool {
+    let pattern = args.pattern.as_deref().unwrap_or("*");
+    let local = ["uprobe:", "uretprobe:", "usdt:"].iter().any(|p| pattern.starts_with(p));
+    let events = std::path::Path::new(crate::collect::tracefs::ROOT).join("events");
+    !local && (args.daemon.is_some() || (crate::sys::euid() != 0 && std::fs::read_dir(events).is_err()))
+}
+
+/// `wasmtap list` through the daemon.
+pub fn list(args: ListArgs) -> anyhow::Result<Outcome> {
+    let socket = args.daemon.unwrap_or_else(default_socket);
+    match client::list(&socket, args.pattern)?.code {
+        0 => Ok(Outcome::Clean),
+        code => std::process::exit(code),
+    }
 }
 
 /// `wasmtap run` through the daemon: the arguments as typed, less `--daemon` and `-c`,

@@ -144,10 +144,31 @@ fn relay(stream: &UnixStream, child: &mut Option<GatedChild>) -> anyhow::Result<
     }
 }
 
+/// `wasmtap list [PATTERN]` through the daemon, written to this process's stdout and
+/// stderr (passed with the hello); the listing's exit code.
+pub fn list(socket: &Path, pattern: Option<String>) -> anyhow::Result<Ended> {
+    let stream = connect(socket)?;
+    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+    let ask = Ask::List { pattern, fds: vec![Passed::Stdout, Passed::Stderr] };
+    let hello = Frame::control(&Request::Hello { protocol: PROTOCOL, ask }).encode();
+    let sent = crate::sys::fds::send_with_fds(stream.as_fd(), &hello, &[stdout.as_fd(), stderr.as_fd()])
+        .context("cannot talk to the daemon")?;
+    (&stream).write_all(&hello[sent..])?;
+    match ask_on(stream)? {
+        Reply::Exit { code } => Ok(Ended { code }),
+        _ => anyhow::bail!("the daemon answered something else than the listing's end"),
+    }
+}
+
 /// One question that is not a run (`sessions`, `stop`): its one answer.
 pub fn ask(socket: &Path, ask: Ask) -> anyhow::Result<Reply> {
     let stream = connect(socket)?;
     send(&stream, &Request::Hello { protocol: PROTOCOL, ask })?;
+    ask_on(stream)
+}
+
+/// The one answer to the hello sent on `stream`.
+fn ask_on(stream: UnixStream) -> anyhow::Result<Reply> {
     let mut frames = Frames::new(stream);
     loop {
         match frames.next()? {

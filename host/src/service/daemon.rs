@@ -245,6 +245,15 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
         Verdict::Refused => false,
     };
     match ask {
+        Ask::List { pattern, fds } => {
+            let passed = match take_passed(&fds, std::mem::take(&mut frames.fds), None) {
+                Ok(PassedFds { output: Some(output), .. }) => output,
+                Ok(_) => return refuse(&mut wr, "list: the client passes its stdout and stderr".into()).await,
+                Err(msg) => return refuse(&mut wr, msg).await,
+            };
+            let code = list(&state.exe, pattern, passed).await;
+            let _ = write(&mut wr, &Frame::control(&Reply::Exit { code })).await;
+        }
         Ask::Sessions => {
             let sessions =
                 state.sessions().values().filter(|s| admin || s.info.uid == peer.uid).map(|s| s.info.clone()).collect();
@@ -286,6 +295,22 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
                 return refuse(&mut wr, "the -c command ended before its run started".into()).await;
             }
             session(state, peer, args, started, passed, frames, wr).await;
+        }
+    }
+}
+
+/// `wasmtap list [PATTERN]` as root (tracefs is root's), written to the client's own
+/// stdout and stderr; its exit code. The pattern is one argument after `--`, never a flag.
+/// A listing that takes more than 30 s is ended.
+async fn list(exe: &Path, pattern: Option<String>, (out, err): (OwnedFd, OwnedFd)) -> i32 {
+    let mut command = tokio::process::Command::new(exe);
+    command.arg("list").arg("--").args(pattern).stdin(Stdio::null()).stdout(out).stderr(err).kill_on_drop(true);
+    let Ok(mut child) = command.spawn() else { return 2 };
+    match tokio::time::timeout(Duration::from_secs(30), child.wait()).await {
+        Ok(Ok(status)) => status.code().unwrap_or(2),
+        _ => {
+            let _ = child.start_kill();
+            2
         }
     }
 }

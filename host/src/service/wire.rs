@@ -124,6 +124,13 @@ pub enum Ask {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         record: bool,
     },
+    /// `wasmtap list [PATTERN]`, which reads tracefs (root's): the listing is written to
+    /// the client's stdout, passed with the hello (`fds`: stdout, stderr).
+    List {
+        pattern: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        fds: Vec<Passed>,
+    },
     /// The caller's sessions (everyone's for an admin).
     Sessions,
     /// End session `id` (the caller's own, or anyone's for an admin).
