@@ -1,7 +1,8 @@
 //! `wasmtap daemon`: the service on tokio. It listens on a Unix socket, identifies each
 //! client by the socket's peer credentials (never by what the client says), checks what
 //! it asks against its tenant's rule, and runs each session as a child `wasmtap run`
-//! holding that rule, whose output it relays as the child writes it. A client that stops
+//! holding that rule, which writes to the stdout and stderr the client passed with its
+//! request (or whose output it relays, for a client that passed none). A client that stops
 //! reading holds up only its own run; a client that goes away ends its run.
 
 use std::collections::BTreeMap;
