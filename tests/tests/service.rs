@@ -101,12 +101,10 @@ impl Daemon {
 
     /// `wasmtap run ARGS` through the daemon, as user `i` of `users`, from the directory.
     fn run(&self, users: &Users, i: usize, args: &[&str]) -> Command {
-        let mut c = users.command(i, &self.client());
-        c.current_dir(&self.dir).arg("run").args(args).arg("--daemon").arg(&self.socket);
-        c
+        self.run_verb("run", users, i, args)
     }
 
-    /// `wasmtap VERB ARGS` through the daemon (`record`), as user `i`.
+    /// `wasmtap VERB ARGS` through the daemon (`run`, `record`), as user `i`.
     fn run_verb(&self, verb: &str, users: &Users, i: usize, args: &[&str]) -> Command {
         let mut c = users.command(i, &self.client());
         c.current_dir(&self.dir).arg(verb).args(args).arg("--daemon").arg(&self.socket);
@@ -155,6 +153,17 @@ impl Drop for Daemon {
 fn nosuid(dir: &Path) -> bool {
     let out = Command::new("findmnt").args(["-n", "-o", "OPTIONS", "-T"]).arg(dir).output().unwrap();
     stdout(&out).split(',').any(|o| o.trim() == "nosuid")
+}
+
+/// A policy of one tenant, user `i`, scope "own", with these probe classes and plugin
+/// rule, and `extra` lines (quotas, rights) after them.
+fn one_tenant(users: &Users, i: usize, probes: &[&str], plugins: &str, extra: &str) -> String {
+    let probes: Vec<String> = probes.iter().map(|p| format!("\"{p}\"")).collect();
+    format!(
+        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [{}]\nplugins = \"{plugins}\"\n{extra}",
+        users.name(i),
+        probes.join(", ")
+    )
 }
 
 fn policy(users: &Users, names: &[usize]) -> String {
@@ -639,13 +648,9 @@ fn a_tenant_flooding_its_quota_loses_its_own_events_as_quota_and_no_other_tenant
     }
     let _g = serial();
     let users = Users::make("fld", 2);
-    let policy = format!(
-        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\"]\nplugins = \"vetted\"\n\
-         [tenant.quotas]\nevents_per_sec = {FLOOD_QUOTA}\n\n\
-         [[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\"]\nplugins = \"vetted\"\n",
-        users.name(0),
-        users.name(1)
-    );
+    let quota = format!("[tenant.quotas]\nevents_per_sec = {FLOOD_QUOTA}\n\n");
+    let policy =
+        one_tenant(&users, 0, &["syscall"], "vetted", &quota) + &one_tenant(&users, 1, &["syscall"], "vetted", "");
     let d = Daemon::start("flood", &policy);
     // Both stream every getppid of their own processes to the plugin, which counts them.
     let stream = ["syscount", "--param", "mode=stream", "--param", "syscall=getppid", "--param", "top=0", "-o", "json"];
@@ -774,10 +779,7 @@ fn a_tenant_allowed_kernel_addresses_gets_kernel_stacks_named() {
     }
     let _g = serial();
     let users = Users::make("ksym", 1);
-    let policy = format!(
-        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\", \"profile\"]\nplugins = \"vetted\"\nkernel_addresses = true\n",
-        users.name(0)
-    );
+    let policy = one_tenant(&users, 0, &["syscall", "profile"], "vetted", "kernel_addresses = true\n");
     let d = Daemon::start("ksym", &policy);
     // Its getppid storm spends most of its time in the kernel: its samples' kernel stacks
     // are named, though the run reads them after it has become the user (who is shown
@@ -796,10 +798,7 @@ fn a_tenant_allowed_any_plugin_sends_its_own_file_and_cannot_send_what_it_cannot
     }
     let _g = serial();
     let users = Users::make("any", 1);
-    let policy = format!(
-        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\"]\nplugins = \"any\"\n",
-        users.name(0)
-    );
+    let policy = one_tenant(&users, 0, &["syscall"], "any", "");
     let d = Daemon::start("any", &policy);
     // Its own plugin file, a relative path from its own directory: the client opens it as
     // the user and sends it; the run loads what was sent and counts exactly.
@@ -833,10 +832,7 @@ fn a_tenant_records_and_draws_flame_graphs_into_files_of_its_own() {
     }
     let _g = serial();
     let users = Users::make("rec", 1);
-    let policy = format!(
-        "[[tenant]]\nusers = [\"{}\"]\nscope = \"own\"\nprobes = [\"syscall\", \"profile\"]\nplugins = \"vetted\"\n",
-        users.name(0)
-    );
+    let policy = one_tenant(&users, 0, &["syscall", "profile"], "vetted", "");
     let d = Daemon::start("rec", &policy);
     let home = d.dir.join("home");
     std::fs::create_dir(&home).unwrap();

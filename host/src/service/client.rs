@@ -73,9 +73,7 @@ pub fn run(socket: &Path, args: Vec<String>, record: bool, sent: Sent<'_>) -> an
         anyhow::bail!("too many files to send: at most {} in all", crate::sys::fds::MAX_FDS);
     }
     let ask = Ask::Run { args, command_pid: child.as_ref().map(GatedChild::pid), fds: passed, record };
-    let hello = Frame::control(&Request::Hello { protocol: PROTOCOL, ask }).encode();
-    let sent = crate::sys::fds::send_with_fds(stream.as_fd(), &hello, &fds).context("cannot talk to the daemon")?;
-    (&stream).write_all(&hello[sent..])?;
+    send_with(&stream, ask, &fds)?;
     drop((pidfd, plugins, files));
     // Ctrl-C, or the command's exit, asks for the report.
     let stop = Arc::new(AtomicBool::new(false));
@@ -150,10 +148,7 @@ pub fn list(socket: &Path, pattern: Option<String>) -> anyhow::Result<Ended> {
     let stream = connect(socket)?;
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
     let ask = Ask::List { pattern, fds: vec![Passed::Stdout, Passed::Stderr] };
-    let hello = Frame::control(&Request::Hello { protocol: PROTOCOL, ask }).encode();
-    let sent = crate::sys::fds::send_with_fds(stream.as_fd(), &hello, &[stdout.as_fd(), stderr.as_fd()])
-        .context("cannot talk to the daemon")?;
-    (&stream).write_all(&hello[sent..])?;
+    send_with(&stream, ask, &[stdout.as_fd(), stderr.as_fd()])?;
     match ask_on(stream)? {
         Reply::Exit { code } => Ok(Ended { code }),
         _ => anyhow::bail!("the daemon answered something else than the listing's end"),
@@ -190,6 +185,14 @@ fn connect(socket: &Path) -> anyhow::Result<UnixStream> {
             socket.display()
         )
     })
+}
+
+/// The hello asking `ask`, with `fds` as `SCM_RIGHTS` on its first byte.
+fn send_with(stream: &UnixStream, ask: Ask, fds: &[std::os::fd::BorrowedFd<'_>]) -> anyhow::Result<()> {
+    let hello = Frame::control(&Request::Hello { protocol: PROTOCOL, ask }).encode();
+    let sent = crate::sys::fds::send_with_fds(stream.as_fd(), &hello, fds).context("cannot talk to the daemon")?;
+    (&*stream).write_all(&hello[sent..])?;
+    Ok(())
 }
 
 fn send(stream: &UnixStream, request: &Request) -> std::io::Result<()> {
