@@ -65,7 +65,7 @@ fn plugin_path() -> PathBuf {
 fn main() {
     // `cargo bench` passes `--bench`; a filter or `--list` from the harness is ignored.
     let sandbox = Sandbox::new().expect("sandbox");
-    let loaded = sandbox.load(&plugin_path()).expect("load aggbench");
+    let loaded = sandbox.load(&plugin_path(), wasmtap::package::trust::Origin::File).expect("load aggbench");
     let start = |agg: &str| {
         let mut inst = loaded.instantiate(Clock::live(), &Limits::default()).expect("instantiate");
         let params = [types::Param { name: "agg".into(), value: agg.into() }];

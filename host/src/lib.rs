@@ -31,6 +31,7 @@ pub mod drops;
 pub mod kernel_agg;
 pub mod limits;
 pub mod output;
+pub mod package;
 pub mod pipeline;
 pub mod plugin;
 pub mod policy;

@@ -134,10 +134,13 @@ impl ProbeClass {
 }
 
 /// Which plugins a tenant may run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PluginRule {
     /// Only the vetted plugins installed with wasmtap.
     Vetted,
+    /// The vetted plugins, and plugin files signed by a key of the host's trust policy
+    /// (`/etc/wasmtap/trust.toml`): those named in `signed_by`, or any of them.
+    Signed(Option<Vec<String>>),
     /// Any plugin file the user hands over.
     Any,
 }
@@ -312,12 +315,20 @@ impl Policy {
                 })?;
                 probes.insert(class);
             }
-            let plugins = match t.plugins.as_ref().map(|p| p.get_ref().as_str()) {
-                None | Some("vetted") => PluginRule::Vetted,
-                Some("any") => PluginRule::Any,
-                Some(other) => {
+            let plugins = match (t.plugins.as_ref().map(|p| p.get_ref().as_str()), t.signed_by) {
+                (Some("signed"), by) => {
+                    PluginRule::Signed(by.map(|b| b.into_iter().map(Spanned::into_inner).collect()))
+                }
+                (_, Some(by)) if !by.is_empty() => {
+                    let why = "is only for plugins = \"signed\"".to_string();
+                    return Err(at(by[0].span(), key("signed_by"), why));
+                }
+                (None | Some("vetted"), _) => PluginRule::Vetted,
+                (Some("any"), _) => PluginRule::Any,
+                (Some(other), _) => {
                     let span = t.plugins.as_ref().map(Spanned::span).unwrap_or(0..0);
-                    return Err(at(span, key("plugins"), format!("expected \"vetted\" or \"any\", found \"{other}\"")));
+                    let why = format!("expected \"vetted\", \"signed\" or \"any\", found \"{other}\"");
+                    return Err(at(span, key("plugins"), why));
                 }
             };
             let quotas = t.quotas.map(Spanned::into_inner).unwrap_or_default();
@@ -385,13 +396,13 @@ impl Names for SystemNames {
 }
 
 /// The 1-based line of byte `at` of `text`.
-fn line_of(text: &str, at: usize) -> usize {
+pub(crate) fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// The key written on the line of byte `at`: what stands before its `=`, or the table
 /// header, for errors the TOML reader reports by position only.
-fn key_at(text: &str, at: usize) -> String {
+pub(crate) fn key_at(text: &str, at: usize) -> String {
     let start = text[..at.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
     let line = text[start..].lines().next().unwrap_or("").trim();
     match line.split_once('=') {
@@ -425,6 +436,7 @@ struct RawTenant {
     #[serde(default)]
     probes: Vec<Spanned<String>>,
     plugins: Option<Spanned<String>>,
+    signed_by: Option<Vec<Spanned<String>>>,
     kernel_addresses: Option<bool>,
     admin: Option<bool>,
     quotas: Option<Spanned<Quotas>>,

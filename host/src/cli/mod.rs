@@ -3,6 +3,7 @@
 
 mod limits;
 mod list;
+mod plugin;
 mod replay;
 mod run;
 mod service;
@@ -42,6 +43,9 @@ enum Command {
     Record(RecordArgs),
     /// Run plugins over a recording (no root, no BPF; deterministic).
     Replay(ReplayArgs),
+    /// Package, sign, verify and inspect plugins (docs/plugins.md).
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
     /// Serve users who are not root: the shared host's tracing service (as root).
     Daemon(DaemonArgs),
     /// List your sessions on the daemon (everyone's, for an admin).
@@ -70,6 +74,10 @@ pub struct PluginArgs {
     /// default so that a pager paused by its reader does not end the run.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     watchdog: String,
+    /// The trust policy: which plugins may run (docs/plugins.md). Default:
+    /// /etc/wasmtap/trust.toml when it exists; without one, any plugin runs.
+    #[arg(long, value_name = "FILE")]
+    trust: Option<PathBuf>,
     #[command(flatten)]
     limits: limits::LimitArgs,
 }
@@ -201,6 +209,10 @@ pub struct DaemonArgs {
     /// Listen here instead of the policy's socket.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// The trust policy: the keys tenants' signed plugins are checked against (default
+    /// /etc/wasmtap/trust.toml when it exists).
+    #[arg(long, value_name = "FILE")]
+    trust: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -236,12 +248,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Daemon(args) => {
             let opts = crate::service::daemon::Options {
                 policy: args.policy,
+                trust: args.trust,
                 socket: args.socket,
                 parse_run: service::parse_run,
             };
             crate::service::daemon::serve(opts)?;
             Ok(Outcome::Clean)
         }
+        Command::Plugin(command) => plugin::run(command),
         Command::Sessions(args) => service::sessions(args),
         Command::Stop(args) => service::stop(args),
         Command::Record(args) if service::through_daemon(&args.trace) => service::record(args),

@@ -7,13 +7,15 @@ use crate::collect::probes::{self, ProbeSpec};
 use crate::collect::recording::Reader;
 use crate::collect::source::Replay;
 use crate::collect::table::ProbeLookup;
+use crate::package::trust::Trust;
 use crate::pipeline;
 use crate::sandbox::Sandbox;
 use crate::watchdog::{self, Doing, Watchdog};
 
 pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
     let stall_timeout = super::limits::parse_watchdog(&args.common.watchdog)?;
-    let sandbox = Sandbox::new()?;
+    let mut sandbox = Sandbox::new()?;
+    sandbox.set_trust(Trust::for_run(args.common.trust.as_deref())?);
     let reader = match &args.file {
         Some(f) => Some(Reader::open(f)?),
         None => None,

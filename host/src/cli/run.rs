@@ -16,6 +16,7 @@ use crate::collect::recording::{Header, Writer};
 use crate::collect::source::{EventSource, LiveSource};
 use crate::collect::table::ProbeLookup;
 use crate::output::Format;
+use crate::package::trust::Trust;
 use crate::pipeline::{self, RunOptions, Tee};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::privilege;
@@ -97,7 +98,11 @@ fn trace(
         Some(t) => t.cap(l),
         None => l,
     };
-    let sandbox = Sandbox::new()?;
+    let mut sandbox = Sandbox::new()?;
+    sandbox.set_trust(match &tenant {
+        Some(t) => t.trust.clone(),
+        None => Trust::for_run(common.trust.as_deref())?,
+    });
     let verb = if record_to.is_some() { "record" } else { "run" };
     // Plugin files a daemon's client sent: read from what the daemon handed this run.
     let sent = |arg: &String| {

@@ -109,9 +109,9 @@ pub fn parse_run(record: bool, args: &[String]) -> Result<RunShape, String> {
             text.lines().map(str::trim).take_while(|l| !l.starts_with("Usage:")).filter(|l| !l.is_empty()).collect();
         format!("bad arguments: {}", said.join(" ").trim_start_matches("error: "))
     })?;
-    let (plugins, trace, flamegraph, file) = match cli.command {
-        Command::Run(r) => (r.plugins, r.trace, r.output.flamegraph.is_some(), false),
-        Command::Record(r) => (r.plugins, r.trace, false, r.file.is_some()),
+    let (plugins, trace, flamegraph, file, trust) = match cli.command {
+        Command::Run(r) => (r.plugins, r.trace, r.output.flamegraph.is_some(), false, r.common.trust),
+        Command::Record(r) => (r.plugins, r.trace, false, r.file.is_some(), r.common.trust),
         _ => return Err("not a run".into()),
     };
     Ok(RunShape {
@@ -129,6 +129,7 @@ pub fn parse_run(record: bool, args: &[String]) -> Result<RunShape, String> {
             || trace.follow
             || trace.attached_to_stdin
             || trace.daemon.is_some(),
+        trust: trust.is_some(),
     })
 }
 

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::package::trust::Origin;
+
 /// Why a plugin could not be found.
 #[derive(Debug, thiserror::Error)]
 pub enum FindError {
@@ -32,17 +34,19 @@ pub fn is_path(arg: &str) -> bool {
     arg.contains('/') || arg.ends_with(".wasm")
 }
 
-/// The file for a plugin argument.
-pub fn find(arg: &str) -> Result<PathBuf, FindError> {
+/// The file for a plugin argument, and whether it was found among the installed
+/// plugins (by name) or named by the user.
+pub fn find(arg: &str) -> Result<(PathBuf, Origin), FindError> {
     if is_path(arg) {
         let p = PathBuf::from(arg);
-        return if p.is_file() { Ok(p) } else { Err(FindError::NoFile(p)) };
+        return if p.is_file() { Ok((p, Origin::File)) } else { Err(FindError::NoFile(p)) };
     }
     let file = format!("{arg}.wasm");
     search_dirs()
         .into_iter()
         .map(|d| d.join(&file))
         .find(|p| p.is_file())
+        .map(|p| (p, Origin::Vetted))
         .ok_or_else(|| FindError::NoPlugin { name: arg.into(), available: available().join(", ") })
 }
 

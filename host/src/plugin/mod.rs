@@ -76,8 +76,8 @@ pub struct Described {
 
 /// Load a plugin and ask it what it is (within `limits`).
 pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock, limits: &Limits) -> Result<Described, PluginError> {
-    let path = find::find(arg)?;
-    let loaded = sandbox.load(&path)?;
+    let (path, origin) = find::find(arg)?;
+    let loaded = sandbox.load(&path, origin)?;
     let fault = |fault| PluginError::Fault { path: path.display().to_string(), fault };
     let mut instance = loaded.instantiate(clock, limits).map_err(fault)?;
     let info = instance.info().map_err(fault)?;
@@ -92,6 +92,17 @@ pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock, limits: &Limits) -> 
     }
     bounds::check_info(&info)
         .map_err(|e| PluginError::BadPlan { plugin: info.name.clone(), reason: format!("bad info: {e}") })?;
+    if let Some(m) = &loaded.package().manifest {
+        if (m.name.as_str(), m.version.as_str()) != (info.name.as_str(), info.version.as_str()) {
+            return Err(PluginError::BadPlan {
+                plugin: path.display().to_string(),
+                reason: format!(
+                    "its manifest is for {} {}, and the plugin says it is {} {}",
+                    m.name, m.version, info.name, info.version
+                ),
+            });
+        }
+    }
     Ok(Described { info, loaded, instance })
 }
 
@@ -99,6 +110,27 @@ impl Described {
     /// The version of the `plugin` world it was built for.
     pub fn world(&self) -> crate::wit::World {
         self.loaded.world()
+    }
+
+    /// The file it was loaded from, read as a package (manifest, signatures).
+    pub fn package(&self) -> &crate::package::Package {
+        self.loaded.package()
+    }
+
+    /// Why the trust policy let it run.
+    pub fn admitted(&self) -> &crate::package::trust::Admitted {
+        self.loaded.admitted()
+    }
+
+    /// Start it with `params` and return its plan, without running it (what
+    /// `wasmtap plugin pack` derives a manifest from).
+    pub fn plan(mut self, params: &[types::Param]) -> Result<Plan, PluginError> {
+        let fault = |fault| PluginError::Fault { path: self.loaded.path().display().to_string(), fault };
+        let plan = self.instance.start(params).map_err(fault)?;
+        let plan = plan.map_err(|message| PluginError::Refused { plugin: self.info.name.clone(), message })?;
+        bounds::check_plan(&plan)
+            .map_err(|e| PluginError::BadPlan { plugin: self.info.name.clone(), reason: e.to_string() })?;
+        Ok(plan)
     }
 
     /// The same plugin in a fresh instance under other limits (a per-plugin override).

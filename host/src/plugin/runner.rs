@@ -68,6 +68,12 @@ impl Runner {
             .map_err(fault)?
             .map_err(|message| PluginError::Refused { plugin: name.clone(), message })?;
         bounds::check_plan(&plan).map_err(|e| PluginError::BadPlan { plugin: name.clone(), reason: e.to_string() })?;
+        if let Some(manifest) = &loaded.package().manifest {
+            manifest.check(&plan).map_err(|message| PluginError::Refused {
+                plugin: format!("{name} ({})", loaded.path().display()),
+                message,
+            })?;
+        }
         let mut warnings = Vec::new();
         if loaded.world() == World::Previous {
             warnings.push(format!(

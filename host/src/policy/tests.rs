@@ -89,7 +89,7 @@ memory_mib = 32
     assert!(bob.probes.iter().any(|c| c.covers(&ProbeClass::Tracepoint(Some("sched".into())))));
     assert!(!bob.probes.iter().any(|c| c.covers(&ProbeClass::Tracepoint(Some("block".into())))));
     assert!(ProbeClass::Tracepoint(None).covers(&ProbeClass::Tracepoint(Some("block".into()))));
-    assert_eq!((bob.plugins, bob.kernel_addresses), (PluginRule::Any, true));
+    assert_eq!((&bob.plugins, bob.kernel_addresses), (&PluginRule::Any, true));
     assert_eq!(bob.quotas, Quotas { sessions: 2, memory_mib: 32, ..Quotas::default() });
     assert_eq!(p.verdict(1003, &[1003]), Verdict::Refused);
 }
@@ -108,14 +108,18 @@ fn every_mistake_is_refused_naming_the_line_and_the_key() {
              tracepoint:CATEGORY, uprobe, usdt, profile, software)",
         ),
         (
-            MINIMAL.replace("\"vetted\"", "\"signed\""),
-            "policy.toml:6: `tenant[0].plugins`: expected \"vetted\" or \"any\"",
+            MINIMAL.replace("\"vetted\"", "\"signd\""),
+            "policy.toml:6: `tenant[0].plugins`: expected \"vetted\", \"signed\" or \"any\"",
         ),
         (
             MINIMAL.replace("scope = \"own\"", "scope = 1"),
             "policy.toml:4: `scope`: invalid type: integer `1`, expected a string",
         ),
         (MINIMAL.replace("plugins = ", "plugin = "), "policy.toml:6: `plugin`: unknown field `plugin`"),
+        (
+            MINIMAL.replace("plugins = \"vetted\"", "plugins = \"vetted\"\nsigned_by = [\"team-a\"]"),
+            "policy.toml:7: `tenant[0].signed_by`: is only for plugins = \"signed\"",
+        ),
         (
             MINIMAL.replace("scope = \"own\"", "scope = \"cgroups\""),
             "policy.toml:4: `tenant[0].scope`: scope \"cgroups\" needs",
@@ -164,4 +168,12 @@ fn the_shipped_example_policy_holds() {
     assert_eq!(p.socket, Path::new(DEFAULT_SOCKET));
     assert_eq!(p.tenants.len(), 1);
     assert_eq!(p.tenants[0].scope, Scope::Own);
+}
+
+#[test]
+fn signed_plugins_by_every_trusted_key_or_by_named_ones() {
+    let every = parse(&MINIMAL.replace("\"vetted\"", "\"signed\"")).unwrap();
+    assert_eq!(every.tenants[0].plugins, PluginRule::Signed(None));
+    let named = parse(&MINIMAL.replace("\"vetted\"", "\"signed\"\nsigned_by = [\"team-a\"]")).unwrap();
+    assert_eq!(named.tenants[0].plugins, PluginRule::Signed(Some(vec!["team-a".into()])));
 }

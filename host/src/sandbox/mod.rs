@@ -47,6 +47,8 @@ use crate::wit::{types, World};
 
 use crate::clock::Clock;
 use crate::limits::{FaultKind, Limits};
+use crate::package::trust::{Admitted, Origin, Trust};
+use crate::package::{Package, PackageError};
 pub use host_api::{GuestItem, GuestOutput, LogLine};
 pub use symbolize::{Answer, SharedScope, Symbols, SymbolsError};
 
@@ -130,6 +132,10 @@ pub enum SandboxError {
     TooLarge { path: PathBuf, bytes: u64, max: u64 },
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
+    #[error("plugin {path} is not a valid package: {error}")]
+    Package { path: PathBuf, error: crate::package::PackageError },
+    #[error("plugin {path} {reason}")]
+    Untrusted { path: PathBuf, reason: String },
 }
 
 impl Limits {
@@ -148,6 +154,8 @@ pub struct Sandbox {
     ticker_stop: Arc<AtomicBool>,
     symbols: SharedSymbols,
     cache: Cache,
+    /// What may run; checked on a plugin's bytes before they are compiled.
+    trust: Trust,
 }
 
 impl Sandbox {
@@ -184,7 +192,14 @@ impl Sandbox {
                 }
             })
             .map_err(|e| SandboxError::Engine(format!("cannot start the epoch thread: {e}")))?;
-        Ok(Sandbox { engine, linker, ticker_stop, symbols: Arc::default(), cache: Cache::from_env() })
+        Ok(Sandbox {
+            engine,
+            linker,
+            ticker_stop,
+            symbols: Arc::default(),
+            cache: Cache::from_env(),
+            trust: Trust::anything(),
+        })
     }
 
     /// Answer plugins' `symbolize` calls with `symbols` from now on.
@@ -197,9 +212,25 @@ impl Sandbox {
         self.cache = cache;
     }
 
-    /// Compile (or take from the cache) and type-check a plugin file.
-    pub fn load(&self, path: &Path) -> Result<LoadedPlugin, SandboxError> {
+    /// Admit plugins under `trust` from now on (the default admits anything).
+    pub fn set_trust(&mut self, trust: Trust) {
+        self.trust = trust;
+    }
+
+    /// Read a plugin file as a package, admit it under the trust policy (before any
+    /// of it is compiled), then compile it (or take it from the cache) and type-check it.
+    pub fn load(&self, path: &Path, origin: Origin) -> Result<LoadedPlugin, SandboxError> {
         let bytes = cache::read_plugin(path)?;
+        let package = Package::parse(&bytes).map_err(|error| match error {
+            PackageError::Header | PackageError::Truncated { .. } => {
+                SandboxError::NotAComponent { path: path.into(), reason: error.to_string() }
+            }
+            _ => SandboxError::Package { path: path.into(), error },
+        })?;
+        let admitted = self
+            .trust
+            .admit(&package, origin)
+            .map_err(|reason| SandboxError::Untrusted { path: path.into(), reason })?;
         let digest = cache::sha256(&bytes);
         let (component, outcome) = self
             .cache
@@ -227,7 +258,16 @@ impl Sandbox {
                 Err(e) => Pre::Previous(previous::PluginPre::new(pre).map_err(|_| wrong(e))?),
             },
         };
-        Ok(LoadedPlugin { pre, path: path.into(), symbols: self.symbols.clone(), digest, outcome, footprint })
+        Ok(LoadedPlugin {
+            pre,
+            path: path.into(),
+            symbols: self.symbols.clone(),
+            digest,
+            outcome,
+            footprint,
+            package,
+            admitted,
+        })
     }
 }
 
@@ -252,6 +292,10 @@ pub struct LoadedPlugin {
     outcome: Outcome,
     /// What one instantiation creates, checked against the limits before each.
     footprint: footprint::Footprint,
+    /// Its manifest and signatures.
+    package: Package,
+    /// Why the trust policy let it run.
+    admitted: Admitted,
 }
 
 impl LoadedPlugin {
@@ -263,6 +307,16 @@ impl LoadedPlugin {
     /// The sha-256 of the plugin file's bytes.
     pub fn digest(&self) -> cache::Digest {
         self.digest
+    }
+
+    /// Its manifest and signatures, as read before it was compiled.
+    pub fn package(&self) -> &Package {
+        &self.package
+    }
+
+    /// Why the trust policy let it run.
+    pub fn admitted(&self) -> &Admitted {
+        &self.admitted
     }
 
     /// The version of the `plugin` world it was built for.

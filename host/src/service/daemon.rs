@@ -21,6 +21,8 @@ use tokio::net::{UnixListener, UnixStream};
 use super::cgroup::{Quota, SessionCgroup};
 use super::tenant::TenantRule;
 use super::wire::{Ask, Frame, Kind, Passed, Reply, Request, SessionInfo, PROTOCOL};
+use crate::package::trust::{Origin, Trust};
+use crate::package::Package;
 use crate::plugin::find::VETTED;
 use crate::policy::{PluginRule, Policy, Scope, Verdict};
 use crate::sys::creds;
@@ -39,6 +41,8 @@ pub struct RunShape {
     /// Flags only the daemon sets (`--tenant`, `--follow`, `--attached-to-stdin`, `--cgroup`,
     /// `--plugin-file`, `--daemon`).
     pub daemon_flags: bool,
+    /// `--trust FILE`: the operator's, never a client's.
+    pub trust: bool,
 }
 
 /// Reads a `run` request's arguments (the command line's parser).
@@ -47,6 +51,8 @@ pub type ParseRun = fn(bool, &[String]) -> Result<RunShape, String>;
 /// What `wasmtap daemon` was told.
 pub struct Options {
     pub policy: PathBuf,
+    /// The trust policy (else the default file, if it exists).
+    pub trust: Option<PathBuf>,
     pub socket: Option<PathBuf>,
     pub parse_run: ParseRun,
 }
@@ -54,6 +60,10 @@ pub struct Options {
 struct State {
     policy_path: PathBuf,
     policy: Mutex<Arc<Policy>>,
+    /// The trust policy's file, if named (else the default file, if it exists).
+    trust_path: Option<PathBuf>,
+    /// The keys and digests tenants' signed plugins are checked against.
+    trust: Mutex<Arc<Trust>>,
     sessions: Mutex<BTreeMap<u64, Session>>,
     next_id: AtomicU64,
     parse_run: ParseRun,
@@ -67,17 +77,48 @@ struct Session {
     run_pid: Option<u32>,
 }
 
+/// Read the policy and the trust policy again; both are replaced, or neither.
+fn reload(state: &State) -> anyhow::Result<()> {
+    let policy = Policy::load(&state.policy_path)?;
+    let trust = Trust::for_run(state.trust_path.as_deref())?;
+    check_signers(&policy, &trust)?;
+    *state.policy.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(policy);
+    *state.trust.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(trust);
+    Ok(())
+}
+
+/// Every key a tenant's `signed_by` names is one the trust policy has.
+fn check_signers(policy: &Policy, trust: &Trust) -> anyhow::Result<()> {
+    for (i, t) in policy.tenants.iter().enumerate() {
+        let PluginRule::Signed(Some(names)) = &t.plugins else { continue };
+        if let Some(name) = names.iter().find(|n| !trust.keys.iter().any(|k| &k.name == *n)) {
+            let file = policy.source.as_ref().map_or_else(|| "policy".into(), |p| p.display().to_string());
+            anyhow::bail!(
+                "{file}:{}: `tenant[{i}].signed_by`: no key `{name}` in the {} (its keys: {})",
+                t.line,
+                trust.rule,
+                trust.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Serve until SIGTERM or SIGINT.
 pub fn serve(opts: Options) -> anyhow::Result<()> {
     if creds::uids().1 != 0 {
         anyhow::bail!("wasmtap daemon must run as root: it loads the collectors for everyone");
     }
     let policy = Policy::load(&opts.policy)?;
+    let trust = Trust::for_run(opts.trust.as_deref())?;
+    check_signers(&policy, &trust)?;
     let socket = opts.socket.clone().unwrap_or_else(|| policy.socket.clone());
     let exe = std::env::current_exe().context("cannot find the wasmtap executable")?;
     let state = Arc::new(State {
         policy_path: opts.policy.clone(),
         policy: Mutex::new(Arc::new(policy)),
+        trust_path: opts.trust.clone(),
+        trust: Mutex::new(Arc::new(trust)),
         sessions: Mutex::default(),
         next_id: AtomicU64::new(1),
         parse_run: opts.parse_run,
@@ -113,12 +154,9 @@ async fn listen(state: Arc<State>, socket: PathBuf) -> anyhow::Result<()> {
                 }
                 Err(e) => eprintln!("wasmtap daemon: accept: {e}"),
             },
-            _ = hup.recv() => match Policy::load(&state.policy_path) {
-                Ok(p) => {
-                    *state.policy.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(p);
-                    eprintln!("wasmtap daemon: policy reloaded from {}", state.policy_path.display());
-                }
-                Err(e) => eprintln!("wasmtap daemon: policy not reloaded, the previous one stays: {e}"),
+            _ = hup.recv() => match reload(&state) {
+                Ok(()) => eprintln!("wasmtap daemon: policy reloaded from {}", state.policy_path.display()),
+                Err(e) => eprintln!("wasmtap daemon: policy not reloaded, the previous one stays: {e:#}"),
             },
             _ = term.recv() => break,
             _ = int.recv() => break,
@@ -182,6 +220,10 @@ fn notify_ready() {
 impl State {
     fn policy(&self) -> Arc<Policy> {
         self.policy.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn trust(&self) -> Arc<Trust> {
+        self.trust.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Session>> {
@@ -284,8 +326,13 @@ async fn connection(state: Arc<State>, stream: UnixStream) {
                 Err(msg) => return refuse(&mut wr, msg).await,
             };
             let sent = std::mem::take(&mut passed.plugins);
-            // A copy of at most 64 MiB from the user's file: this worker only, briefly.
-            let copied = if sent.is_empty() { Ok(sent) } else { tokio::task::block_in_place(|| copy_plugins(sent)) };
+            // A copy of at most 64 MiB from the user's file, checked against the tenant's
+            // trust before the run compiles any of it: this worker only, briefly.
+            let copied = if sent.is_empty() {
+                Ok(sent)
+            } else {
+                tokio::task::block_in_place(|| copy_plugins(sent, started.trust.as_ref()))
+            };
             passed.plugins = match copied {
                 Ok(p) => p,
                 Err(msg) => return refuse(&mut wr, msg).await,
@@ -335,7 +382,7 @@ const PLUGIN_MAX: u64 = 64 << 20;
 /// Copy each plugin file a client sent into a sealed memfd: read through its descriptor
 /// (what the user could read; a descriptor opened only as a path reads nothing), at most
 /// [`PLUGIN_MAX`] bytes, and never changed afterwards under the run that loads it.
-fn copy_plugins(sent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>, String> {
+fn copy_plugins(sent: Vec<(String, OwnedFd)>, trust: Option<&Trust>) -> Result<Vec<(String, OwnedFd)>, String> {
     use std::io::{Read, Seek};
     let mut copies = Vec::new();
     for (name, fd) in sent {
@@ -349,6 +396,12 @@ fn copy_plugins(sent: Vec<(String, OwnedFd)>) -> Result<Vec<(String, OwnedFd)>, 
             return Err(fail(format!("larger than {} MiB", PLUGIN_MAX >> 20)));
         }
         crate::sys::seal(&copy).map_err(|e| fail(e.to_string()))?;
+        if let Some(trust) = trust {
+            let mut bytes = Vec::with_capacity(n as usize);
+            copy.rewind().and_then(|()| (&copy).read_to_end(&mut bytes)).map_err(|e| fail(e.to_string()))?;
+            let package = Package::parse(&bytes).map_err(|e| format!("plugin `{name}` is not a valid package: {e}"))?;
+            trust.admit(&package, Origin::File).map_err(|why| format!("plugin `{name}` {why}"))?;
+        }
         copies.push((name, OwnedFd::from(copy)));
     }
     Ok(copies)
@@ -404,6 +457,8 @@ fn take_passed(names: &[Passed], fds: Vec<OwnedFd>, command_pid: Option<u32>) ->
 struct Agreed {
     argv: Vec<String>,
     rule: String,
+    /// What a tenant's plugin files must satisfy (none for root's run: its own policy).
+    trust: Option<Trust>,
     /// The cgroup limits of a tenant's run (none for root's).
     quota: Option<Quota>,
 }
@@ -428,6 +483,11 @@ fn check_run(
                 .into()
         );
     }
+    if shape.trust {
+        return Err(
+            "--trust: through the daemon, plugins are trusted by the operator's policy, not the client's".into()
+        );
+    }
     if shape.command {
         return Err("-c is started by the client, as its user: use a wasmtap of the daemon's version".into());
     }
@@ -448,21 +508,29 @@ fn check_run(
     let mut argv = vec![if record { "record" } else { "run" }.to_string()];
     argv.extend(args.iter().cloned());
     let mut quota = None;
+    let mut trust = None;
     let rule = match tenant {
         None => "root".to_string(),
         Some((t, i)) => {
             let rule = where_(t.line, i);
             let is_file = |p: &str| p.contains('/') || p.ends_with(".wasm");
             let vetted_only = t.plugins == PluginRule::Vetted;
+            let names_vetted = t.plugins != PluginRule::Any;
             let refused = |p: &&String| match is_file(p) {
                 true => vetted_only || !sent.contains(p),
-                false => vetted_only && !VETTED.contains(&p.as_str()),
+                false => names_vetted && !VETTED.contains(&p.as_str()),
             };
             if let Some(p) = shape.plugins.iter().find(refused) {
-                let why = if vetted_only {
-                    format!("{rule} lets user {} run vetted plugins only ({})", peer.user, VETTED.join(", "))
-                } else {
-                    "a plugin file must come with the request (the wasmtap client sends it)".to_string()
+                let why = match (vetted_only, is_file(p)) {
+                    (true, _) => {
+                        format!("{rule} lets user {} run vetted plugins only ({})", peer.user, VETTED.join(", "))
+                    }
+                    (false, false) => format!(
+                        "{rule} lets user {} name vetted plugins only ({}); others run from signed files",
+                        peer.user,
+                        VETTED.join(", ")
+                    ),
+                    (false, true) => "a plugin file must come with the request (the wasmtap client sends it)".into(),
                 };
                 return Err(format!("plugin `{p}`: {why}"));
             }
@@ -484,6 +552,11 @@ fn check_run(
                 check_pid(pid, &t.scope, peer, &rule)?;
             }
             let probes: Vec<_> = t.probes.iter().cloned().collect();
+            let plugin_trust = match &t.plugins {
+                PluginRule::Vetted => state.trust().narrowed(rule.clone(), false, Some(&[])),
+                PluginRule::Signed(keys) => state.trust().narrowed(rule.clone(), false, keys.as_deref()),
+                PluginRule::Any => state.trust().narrowed(rule.clone(), true, None),
+            };
             let tr = TenantRule::new(
                 (&peer.user, peer.uid, peer.gid),
                 rule.clone(),
@@ -491,7 +564,9 @@ fn check_run(
                 &probes,
                 t.kernel_addresses,
                 &t.quotas,
+                plugin_trust.clone(),
             );
+            trust = Some(plugin_trust);
             argv.push("--tenant".into());
             argv.push(serde_json::to_string(&tr).map_err(|e| e.to_string())?);
             let plugins = shape.plugins.len().max(1) as u64;
@@ -506,7 +581,7 @@ fn check_run(
         argv.extend(["-p".to_string(), pid.to_string(), "--follow".to_string()]);
     }
     argv.push("--attached-to-stdin".into());
-    Ok(Agreed { argv, rule, quota })
+    Ok(Agreed { argv, rule, quota, trust })
 }
 
 /// `-p PID` of a tenant: a process within its scope, and never pid 1.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::collect::live::KernelFilter;
 use crate::collect::probes::ProbeSpec;
 use crate::limits::Limits;
+use crate::package::trust::Trust;
 use crate::policy::{ProbeClass, Quotas, Scope};
 
 /// The longest a tenant's plugin may run in one call (`--deadline` up to this).
@@ -38,6 +39,8 @@ pub struct TenantRule {
     pub output_kib_per_sec: u64,
     /// Events a second the run's collectors may send it (`--max-events-per-sec` up to this).
     pub events_per_sec: u64,
+    /// The plugins it may run: the host's trust policy narrowed to the tenant's rule.
+    pub trust: Trust,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +60,7 @@ impl TenantRule {
         probes: &[ProbeClass],
         kernel_addresses: bool,
         q: &Quotas,
+        trust: Trust,
     ) -> TenantRule {
         TenantRule {
             user: user.to_string(),
@@ -74,6 +78,7 @@ impl TenantRule {
             cpu_percent: q.cpu_percent,
             output_kib_per_sec: q.output_kib_per_sec,
             events_per_sec: q.events_per_sec,
+            trust,
         }
     }
 

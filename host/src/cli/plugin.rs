@@ -1,0 +1,406 @@
+//! `wasmtap plugin ...`: packaging, signing and inspecting plugins (docs/plugins.md).
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+
+use super::Outcome;
+use crate::clock::Clock;
+use crate::limits::Limits;
+use crate::package::manifest::{Capability, Extra};
+use crate::package::sign;
+use crate::package::trust::{Origin, Trust};
+use crate::package::{self, Manifest, Package};
+use crate::plugin::{self, find, params};
+use crate::sandbox::cache::{self, MAX_PLUGIN_BYTES};
+use crate::sandbox::Sandbox;
+
+#[derive(Subcommand, Debug)]
+pub enum PluginCommand {
+    /// Print a plugin's manifest, digest and signatures, and whether the trust policy lets it run.
+    Inspect(InspectArgs),
+    /// List the installed plugins: name, version, signer, what each answers.
+    List(TrustArg),
+    /// Embed a manifest, derived from the plugin's own info and default plan, into a component.
+    Pack(PackArgs),
+    /// Make a signing key pair: NAME.key (private, mode 0600) and NAME.pub.
+    Keygen(KeygenArgs),
+    /// Sign a plugin package with a private key (the signature is appended to the file).
+    Sign(SignArgs),
+    /// Check a plugin's signatures: against --key, else against the trust policy.
+    Verify(VerifyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TrustArg {
+    /// The trust policy (default /etc/wasmtap/trust.toml when it exists).
+    #[arg(long, value_name = "FILE")]
+    trust: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// An installed plugin's name, or a .wasm file.
+    plugin: String,
+    /// Print the manifest alone, as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    trust: TrustArg,
+}
+
+#[derive(Args, Debug)]
+pub struct PackArgs {
+    /// The plugin component (.wasm).
+    file: PathBuf,
+    /// Where to write the package (default: over FILE).
+    #[arg(short = 'o', long, value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// A probe or pattern other parameters may make its plan ask for (repeatable), e.g.
+    /// 'tracepoint:sched:*'. Those of the default plan are declared without it.
+    #[arg(long, value_name = "PATTERN")]
+    probe: Vec<String>,
+    /// A capability other parameters may ask for: kernel-stacks, user-stacks, kernel-aggregations.
+    #[arg(long, value_name = "NAME", value_parser = parse_capability)]
+    capability: Vec<Capability>,
+    /// Parameters for the plan the manifest is derived from (default: the plugin's defaults).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<params::RawParam>,
+    #[arg(long, value_name = "SPDX")]
+    license: Option<String>,
+    /// An author (repeatable).
+    #[arg(long, value_name = "NAME")]
+    author: Vec<String>,
+    /// The output it expects to write, bytes per second (shown to operators).
+    #[arg(long, value_name = "BYTES")]
+    output_budget: Option<u64>,
+    /// Embed this manifest (JSON, as `plugin inspect --json` prints one) as written,
+    /// instead of deriving one; the plugin's plans are held to it all the same.
+    #[arg(long, value_name = "JSON", conflicts_with_all = ["probe", "capability", "params", "license", "author", "output_budget"])]
+    manifest: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// The key's name: files NAME.key and NAME.pub.
+    name: String,
+    /// The directory to write them in.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct SignArgs {
+    /// The plugin package (.wasm).
+    file: PathBuf,
+    /// The private key (PKCS#8 PEM, as `plugin keygen` or `openssl genpkey -algorithm ed25519` writes).
+    #[arg(long, value_name = "KEY")]
+    key: PathBuf,
+    /// Who signs, as shown to others (default: the key file's name).
+    #[arg(long, value_name = "NAME")]
+    signer: Option<String>,
+    /// Where to write the signed package (default: over FILE).
+    #[arg(short = 'o', long, value_name = "OUT")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The plugin package (.wasm).
+    file: PathBuf,
+    /// A public key (PEM file or 64 hex digits) whose signature must hold.
+    #[arg(long, value_name = "PUB")]
+    key: Option<String>,
+    #[command(flatten)]
+    trust: TrustArg,
+}
+
+fn parse_capability(s: &str) -> Result<Capability, String> {
+    Capability::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Capability::ALL.iter().map(|c| c.name()).collect();
+        format!("no capability `{s}` (known: {})", names.join(", "))
+    })
+}
+
+pub fn run(command: PluginCommand) -> anyhow::Result<Outcome> {
+    match command {
+        PluginCommand::Inspect(a) => inspect(a),
+        PluginCommand::List(a) => list(a),
+        PluginCommand::Pack(a) => pack(a),
+        PluginCommand::Keygen(a) => keygen(a),
+        PluginCommand::Sign(a) => sign_file(a),
+        PluginCommand::Verify(a) => verify(a),
+    }
+}
+
+/// A plugin file's bytes and package.
+fn read(path: &Path) -> anyhow::Result<(Vec<u8>, Package)> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).with_context(|| format!("cannot read plugin {}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_PLUGIN_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_PLUGIN_BYTES {
+        bail!("plugin {} is larger than {} MiB", path.display(), MAX_PLUGIN_BYTES >> 20);
+    }
+    let package =
+        Package::parse(&bytes).with_context(|| format!("plugin {} is not a valid package", path.display()))?;
+    Ok((bytes, package))
+}
+
+/// Write `bytes` to `path` whole or not at all (a temporary file beside it, renamed).
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("wasm.tmp-{}", std::process::id()));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        bail!("cannot write {}: {e}", path.display());
+    }
+    Ok(())
+}
+
+fn inspect(args: InspectArgs) -> anyhow::Result<Outcome> {
+    let trust = Trust::for_run(args.trust.trust.as_deref())?;
+    let (path, origin) = find::find(&args.plugin)?;
+    let (bytes, package) = read(&path)?;
+    if args.json {
+        let Some(m) = &package.manifest else { bail!("plugin {} has no manifest", path.display()) };
+        println!("{}", serde_json::to_string_pretty(m)?);
+        return Ok(Outcome::Clean);
+    }
+    println!("file:      {}", path.display());
+    println!("size:      {} bytes", bytes.len());
+    println!("digest:    {}", package.digest_text());
+    match &package.manifest {
+        Some(m) => print_manifest(m),
+        None => println!("manifest:  none (a bare component: it declares nothing, so nothing is checked against it)"),
+    }
+    if package.signatures.is_empty() {
+        println!("signed:    no");
+    }
+    for s in &package.signatures {
+        let state = match s.verify(&package.digest) {
+            Ok(key) => match trust.key_name(&s.public_key) {
+                Some(name) => format!("valid, key {} (trusted as {name})", sign::fingerprint(&key)),
+                None => format!("valid, key {} (not a key the trust policy lists)", sign::fingerprint(&key)),
+            },
+            Err(e) => format!("NOT VALID: {e}"),
+        };
+        println!("signed by: {}: {state}", s.signer);
+    }
+    match trust.admit(&package, origin) {
+        Ok(why) => println!("runs:      yes: {} ({})", admitted(&why), trust.rule),
+        Err(why) => println!("runs:      no, {why}"),
+    }
+    Ok(Outcome::Clean)
+}
+
+fn admitted(a: &crate::package::trust::Admitted) -> String {
+    use crate::package::trust::Admitted;
+    match a {
+        Admitted::Any => "anything runs".into(),
+        Admitted::Vetted => "an installed plugin".into(),
+        Admitted::Digest => "its digest is listed".into(),
+        Admitted::SignedBy(name) => format!("signed by {name}"),
+    }
+}
+
+fn print_manifest(m: &Manifest) {
+    println!("name:      {} {}", m.name, m.version);
+    println!("about:     {}", m.description);
+    if let Some(l) = &m.license {
+        println!("license:   {l}");
+    }
+    if !m.authors.is_empty() {
+        println!("authors:   {}", m.authors.join(", "));
+    }
+    println!("built for: {}", m.world);
+    println!("probes:    {}", if m.probes.is_empty() { "none".into() } else { m.probes.join(", ") });
+    let caps: Vec<&str> = m.capabilities.iter().map(|c| c.name()).collect();
+    println!("needs:     {}", if caps.is_empty() { "nothing beyond events".into() } else { caps.join(", ") });
+    if let Some(b) = m.output_budget {
+        println!("output:    about {b} bytes a second");
+    }
+    for p in &m.params {
+        let default = p.default.as_deref().map_or_else(|| "required".to_string(), |d| format!("default {d}"));
+        println!("param:     {} ({}, {default}): {}", p.name, p.kind, p.description);
+    }
+}
+
+fn list(args: TrustArg) -> anyhow::Result<Outcome> {
+    let trust = Trust::for_run(args.trust.as_deref())?;
+    println!("{:<12} {:<9} {:<22} ABOUT", "NAME", "VERSION", "SIGNED BY");
+    for name in find::available() {
+        let Ok((path, _)) = find::find(&name) else { continue };
+        let (_, package) = read(&path)?;
+        let (version, about) = match &package.manifest {
+            Some(m) => (m.version.clone(), m.description.clone()),
+            None => ("-".into(), "(no manifest)".into()),
+        };
+        let signers: Vec<String> = package
+            .signatures
+            .iter()
+            .filter_map(|s| {
+                let key = s.verify(&package.digest).ok()?;
+                Some(trust.key_name(&s.public_key).map_or_else(|| s.signer.clone(), str::to_string)).map(|n| {
+                    if trust.key_name(&s.public_key).is_some() {
+                        n
+                    } else {
+                        format!("{n} ({})", sign::fingerprint(&key))
+                    }
+                })
+            })
+            .collect();
+        let signed = if signers.is_empty() { "unsigned".to_string() } else { signers.join(", ") };
+        println!("{name:<12} {version:<9} {signed:<22} {about}");
+    }
+    Ok(Outcome::Clean)
+}
+
+fn pack(args: PackArgs) -> anyhow::Result<Outcome> {
+    let manifest = match &args.manifest {
+        Some(path) => {
+            let text = std::fs::read(path).with_context(|| format!("cannot read manifest {}", path.display()))?;
+            Manifest::decode(&text).map_err(|e| anyhow::anyhow!("manifest {}: {e}", path.display()))?
+        }
+        None => derive(&args.file, &args.params, &extra(&args))?,
+    };
+    let (bytes, _) = read(&args.file)?;
+    let packed = package::with_manifest(&bytes, &manifest)?;
+    let out = args.output.as_deref().unwrap_or(&args.file);
+    write_atomic(out, &packed)?;
+    eprintln!(
+        "wasmtap: {} {} packed into {} ({}; probes: {})",
+        manifest.name,
+        manifest.version,
+        out.display(),
+        package::digest_text(&cache::sha256(&packed)),
+        manifest.probes.join(", ")
+    );
+    Ok(Outcome::Clean)
+}
+
+fn extra(args: &PackArgs) -> Extra {
+    Extra {
+        probes: args.probe.clone(),
+        capabilities: args.capability.clone(),
+        license: args.license.clone(),
+        authors: args.author.clone(),
+        output_budget: args.output_budget,
+    }
+}
+
+/// A manifest from what the plugin says: its info, and its plan with `raw` parameters
+/// (its defaults where not given). Loaded under no trust policy: nothing of it runs but
+/// `info` and `start`, in the sandbox.
+pub fn derive(file: &Path, raw: &[params::RawParam], extra: &Extra) -> anyhow::Result<Manifest> {
+    let sandbox = Sandbox::new()?;
+    let arg = file.to_str().context("the plugin's path is not UTF-8")?;
+    let arg = if find::is_path(arg) { arg.to_string() } else { format!("./{arg}") };
+    let described = plugin::describe(&sandbox, &arg, Clock::live(), &Limits::default())?;
+    let info = described.info.clone();
+    let world = described.world().to_string();
+    let params = params::bind(&info.name, &info.params, raw)?;
+    let mut manifest = Manifest::derive(&info, &world, &described.plan(&params)?, extra);
+    // Switches change what a plan asks for (syscount's `errors`, `latency`): each boolean
+    // left at false is also planned as true, one at a time, in a fresh instance, and
+    // what those plans ask for is declared too. A plan a switch makes fail is left out.
+    for spec in info.params.iter().filter(|p| p.kind == crate::wit::types::ParamKind::Boolean) {
+        if raw.iter().any(|r| r.name == spec.name) || spec.default_value.as_deref() == Some("true") {
+            continue;
+        }
+        let mut flipped: Vec<params::RawParam> = raw.to_vec();
+        flipped.push(params::RawParam { plugin: None, name: spec.name.clone(), value: "true".into() });
+        let Ok(params) = params::bind(&info.name, &info.params, &flipped) else { continue };
+        let described = plugin::describe(&sandbox, &arg, Clock::live(), &Limits::default())?;
+        if let Ok(plan) = described.plan(&params) {
+            manifest.add(&Manifest::derive(&info, &world, &plan, extra));
+        }
+    }
+    Ok(manifest)
+}
+
+fn keygen(args: KeygenArgs) -> anyhow::Result<Outcome> {
+    let name_ok = !args.name.is_empty()
+        && args.name.len() <= 64
+        && args.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    if !name_ok {
+        bail!("key name `{}`: use 1 to 64 letters, digits, `-`, `_` or `.`", args.name);
+    }
+    let key = sign::generate().context("cannot read random bytes for the key")?;
+    let (private, public) = (args.dir.join(format!("{}.key", args.name)), args.dir.join(format!("{}.pub", args.name)));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&private)
+        .with_context(|| format!("cannot create {} (an existing key is never overwritten)", private.display()))?;
+    file.write_all(sign::private_pem(&key).as_bytes())?;
+    std::fs::write(&public, sign::public_pem(&key.verifying_key()))
+        .with_context(|| format!("cannot write {}", public.display()))?;
+    println!("{}", private.display());
+    println!("{}", public.display());
+    eprintln!(
+        "wasmtap: key {} ({}); keep {} secret, give {} to whoever should trust it",
+        args.name,
+        sign::fingerprint(&key.verifying_key()),
+        private.display(),
+        public.display()
+    );
+    Ok(Outcome::Clean)
+}
+
+fn sign_file(args: SignArgs) -> anyhow::Result<Outcome> {
+    let key = sign::read_private(&args.key)?;
+    let signer = match args.signer {
+        Some(s) => s,
+        None => args.key.file_stem().map_or_else(|| "unnamed".into(), |s| s.to_string_lossy().into_owned()),
+    };
+    let (bytes, package) = read(&args.file)?;
+    if package.manifest.is_none() {
+        bail!(
+            "plugin {} has no manifest: pack it first (`wasmtap plugin pack {}`), so that what it may ask for is signed too",
+            args.file.display(),
+            args.file.display()
+        );
+    }
+    let signature = sign::sign(&key, &signer, &package.digest);
+    let signed = package::with_signature(&bytes, &signature)?;
+    let out = args.output.as_deref().unwrap_or(&args.file);
+    write_atomic(out, &signed)?;
+    eprintln!(
+        "wasmtap: {} signed by {signer} ({}), digest {}",
+        out.display(),
+        sign::fingerprint(&key.verifying_key()),
+        package.digest_text()
+    );
+    Ok(Outcome::Clean)
+}
+
+fn verify(args: VerifyArgs) -> anyhow::Result<Outcome> {
+    let (_, package) = read(&args.file)?;
+    let trust = match &args.key {
+        Some(spec) => {
+            let key = sign::read_public(spec, None)?;
+            let mut t = Trust::anything();
+            t.any = false;
+            t.vetted = false;
+            t.rule = format!("key {}", sign::fingerprint(&key));
+            t.keys.push(crate::package::trust::TrustedKey {
+                name: sign::fingerprint(&key),
+                public_key: cache::hex(key.as_bytes()),
+            });
+            t
+        }
+        None => Trust::for_run(args.trust.trust.as_deref())?,
+    };
+    match trust.admit(&package, Origin::File) {
+        Ok(why) => {
+            println!("{}: {} ({})", args.file.display(), admitted(&why), package.digest_text());
+            Ok(Outcome::Clean)
+        }
+        Err(why) => bail!("{} {why}", args.file.display()),
+    }
+}
