@@ -64,6 +64,12 @@ struct Daemon {
 
 impl Daemon {
     fn start(name: &str, policy: &str) -> Daemon {
+        Daemon::start_trusting(name, policy, None)
+    }
+
+    /// A daemon whose trust policy is `trust` (written beside its policy as trust.toml,
+    /// after `prepare` has had the directory, e.g. to make keys).
+    fn start_trusting(name: &str, policy: &str, trust: Option<(&str, &dyn Fn(&Path))>) -> Daemon {
         let dir = std::env::temp_dir().join(format!("wasmtap-svc-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -74,15 +80,14 @@ impl Daemon {
         }
         std::fs::write(dir.join("policy.toml"), policy).unwrap();
         let socket = dir.join("wasmtap.sock");
-        let child = wasmtap()
-            .args(["daemon", "--policy"])
-            .arg(dir.join("policy.toml"))
-            .arg("--socket")
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the daemon");
+        let mut daemon = wasmtap();
+        daemon.args(["daemon", "--policy"]).arg(dir.join("policy.toml")).arg("--socket").arg(&socket);
+        if let Some((text, prepare)) = trust {
+            prepare(&dir);
+            std::fs::write(dir.join("trust.toml"), text).unwrap();
+            daemon.arg("--trust").arg(dir.join("trust.toml"));
+        }
+        let child = daemon.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start the daemon");
         let started = Instant::now();
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
             assert!(started.elapsed() < Duration::from_secs(10), "the daemon did not listen on {}", socket.display());
@@ -891,4 +896,85 @@ fn a_tenant_lists_the_kernels_tracepoints_through_the_daemon_and_a_binarys_funct
     let o = list(1, "tracepoint:sched:*");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("may not trace through this host's wasmtap daemon"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_tenant_allowed_signed_plugins_runs_one_signed_by_a_trusted_key_and_nothing_else() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("sig", 1);
+    let policy = one_tenant(&users, 0, &["syscall"], "signed", "signed_by = [\"team-a\"]\n");
+    let keygen = |dir: &Path| {
+        for key in ["team-a", "team-b"] {
+            let o = run(wasmtap().current_dir(dir).args(["plugin", "keygen", key]));
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        }
+    };
+    let trust = "vetted = true\n[[key]]\nname = \"team-a\"\npublic-key = \"team-a.pub\"\n";
+    let d = Daemon::start_trusting("sig", &policy, Some((trust, &keygen)));
+    // The tenant's own directory, with countcheck packed, and signed by team-a or team-b or not at all.
+    let mine = d.dir.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let (uid, gid) = (users.0[0].1, users.0[0].2);
+    std::os::unix::fs::chown(&mine, Some(uid), Some(gid)).unwrap();
+    for (file, key) in [("by-a.wasm", Some("team-a")), ("by-b.wasm", Some("team-b")), ("unsigned.wasm", None)] {
+        let path = mine.join(file);
+        std::fs::copy(wasm("countcheck"), &path).unwrap();
+        let o = run(wasmtap().arg("plugin").arg("pack").arg(&path));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        if let Some(key) = key {
+            let o =
+                run(wasmtap().args(["plugin", "sign"]).arg(&path).arg("--key").arg(d.dir.join(format!("{key}.key"))));
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        }
+        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
+    }
+    let cmd = format!("{} 20000", d.getppid_loop().display());
+    let o = run(d.run(&users, 0, &["./by-a.wasm", "--param", "top=0", "-c", &cmd]).current_dir(&mine));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(map_value(&out, "syscall", "getppid"), Some(20_000), "{out}");
+    // Unsigned, or signed by a key the tenant's rule does not name: refused before any run starts.
+    let rule = format!("tenant[0] of {}:1", d.dir.join("policy.toml").display());
+    for (file, why) in [
+        ("./unsigned.wasm", "it carries no signature".to_string()),
+        ("./by-b.wasm", "it is signed only by keys this policy does not trust: team-b (ed25519:".to_string()),
+    ] {
+        let o = run(d.run(&users, 0, &[file, "-d", "1s"]).current_dir(&mine));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        let want = format!(
+            "wasmtap: error: plugin `{file}` refused by {rule} (it runs the vetted plugins, plugins signed by team-a): {why}"
+        );
+        assert!(err.starts_with(&want), "{err}\nwanted: {want}");
+    }
+    // A client cannot bring a trust policy of its own.
+    std::fs::write(mine.join("mine.toml"), "any = true\n").unwrap();
+    let o = run(d.run(&users, 0, &["./unsigned.wasm", "--trust", "mine.toml", "-d", "1s"]).current_dir(&mine));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--trust: through the daemon, plugins are trusted by the operator's policy"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(d.runs().is_empty(), "{:?}", d.runs());
+    // A rule naming a key the trust policy lacks: the daemon does not start.
+    let bad = one_tenant(&users, 0, &["syscall"], "signed", "signed_by = [\"team-c\"]\n");
+    std::fs::write(d.dir.join("bad.toml"), bad).unwrap();
+    let o = run(wasmtap()
+        .args(["daemon", "--policy"])
+        .arg(d.dir.join("bad.toml"))
+        .arg("--trust")
+        .arg(d.dir.join("trust.toml"))
+        .arg("--socket")
+        .arg(d.dir.join("bad.sock")));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bad.toml:1: `tenant[0].signed_by`: no key `team-c` in the trust policy"),
+        "{}",
+        stderr(&o)
+    );
 }
