@@ -67,9 +67,9 @@ impl Daemon {
         Daemon::start_trusting(name, policy, None)
     }
 
-    /// A daemon whose trust policy is `trust` (written beside its policy as trust.toml,
-    /// after `prepare` has had the directory, e.g. to make keys).
-    fn start_trusting(name: &str, policy: &str, trust: Option<(&str, &dyn Fn(&Path))>) -> Daemon {
+    /// A daemon whose trust policy is `trust`, written beside its policy as trust.toml,
+    /// with two keys made there first: team-a and team-b (.key, .pub).
+    fn start_trusting(name: &str, policy: &str, trust: Option<&str>) -> Daemon {
         let dir = std::env::temp_dir().join(format!("wasmtap-svc-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -82,8 +82,11 @@ impl Daemon {
         let socket = dir.join("wasmtap.sock");
         let mut daemon = wasmtap();
         daemon.args(["daemon", "--policy"]).arg(dir.join("policy.toml")).arg("--socket").arg(&socket);
-        if let Some((text, prepare)) = trust {
-            prepare(&dir);
+        if let Some(text) = trust {
+            for key in ["team-a", "team-b"] {
+                let o = run(wasmtap().current_dir(&dir).args(["plugin", "keygen", key]));
+                assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+            }
             std::fs::write(dir.join("trust.toml"), text).unwrap();
             daemon.arg("--trust").arg(dir.join("trust.toml"));
         }
@@ -906,14 +909,8 @@ fn a_tenant_allowed_signed_plugins_runs_one_signed_by_a_trusted_key_and_nothing_
     let _g = serial();
     let users = Users::make("sig", 1);
     let policy = one_tenant(&users, 0, &["syscall"], "signed", "signed_by = [\"team-a\"]\n");
-    let keygen = |dir: &Path| {
-        for key in ["team-a", "team-b"] {
-            let o = run(wasmtap().current_dir(dir).args(["plugin", "keygen", key]));
-            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        }
-    };
     let trust = "vetted = true\n[[key]]\nname = \"team-a\"\npublic-key = \"team-a.pub\"\n";
-    let d = Daemon::start_trusting("sig", &policy, Some((trust, &keygen)));
+    let d = Daemon::start_trusting("sig", &policy, Some(trust));
     // The tenant's own directory, with countcheck packed, and signed by team-a or team-b or not at all.
     let mine = d.dir.join("mine");
     std::fs::create_dir(&mine).unwrap();
