@@ -72,10 +72,8 @@ fn check(name: &str) {
     let args_file = dir.join("cases").join(format!("{name}.args"));
     let line = std::fs::read_to_string(&args_file).unwrap_or_else(|e| panic!("{}: {e}", args_file.display()));
     let args: Vec<&str> = line.split_whitespace().collect();
-    let o = run(wasmtap()
-        .current_dir(&dir)
-        .env("WASMTAP_PLUGIN_PATH", target_dir().join("wasm32-wasip2/wasm"))
-        .args(&args));
+    let o =
+        run(wasmtap().current_dir(&dir).env("WASMTAP_PLUGIN_PATH", target_dir().join("release/plugins")).args(&args));
     assert_eq!(o.status.code(), Some(0), "{name}: `wasmtap {}` failed: {}", line.trim(), stderr(&o));
     let got = normalize(&stdout(&o));
     let expected_file = dir.join("cases").join(format!("{name}.out"));

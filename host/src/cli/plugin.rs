@@ -66,6 +66,10 @@ pub struct PackArgs {
     /// A capability other parameters may ask for: kernel-stacks, user-stacks, kernel-aggregations.
     #[arg(long, value_name = "NAME", value_parser = parse_capability)]
     capability: Vec<Capability>,
+    /// The plugin's crate: its Cargo.toml's `license`, `authors` and
+    /// `[package.metadata.wasmtap]` (`probes`, `capabilities`, `output-budget`) are declared too.
+    #[arg(long = "crate", value_name = "DIR")]
+    krate: Option<PathBuf>,
     /// Parameters for the plan the manifest is derived from (default: the plugin's defaults).
     #[arg(long = "param", value_name = "NAME=VALUE")]
     params: Vec<params::RawParam>,
@@ -231,8 +235,8 @@ fn print_manifest(m: &Manifest) {
 
 fn list(args: TrustArg) -> anyhow::Result<Outcome> {
     let trust = Trust::for_run(args.trust.as_deref())?;
-    println!("{:<12} {:<9} {:<22} ABOUT", "NAME", "VERSION", "SIGNED BY");
-    for name in find::available() {
+    let mut rows = Vec::new();
+    for name in find::installed() {
         let Ok((path, _)) = find::find(&name) else { continue };
         let (_, package) = read(&path)?;
         let (version, about) = match &package.manifest {
@@ -244,17 +248,22 @@ fn list(args: TrustArg) -> anyhow::Result<Outcome> {
             .iter()
             .filter_map(|s| {
                 let key = s.verify(&package.digest).ok()?;
-                Some(trust.key_name(&s.public_key).map_or_else(|| s.signer.clone(), str::to_string)).map(|n| {
-                    if trust.key_name(&s.public_key).is_some() {
-                        n
-                    } else {
-                        format!("{n} ({})", sign::fingerprint(&key))
-                    }
+                Some(match trust.key_name(&s.public_key) {
+                    Some(name) => name.to_string(),
+                    None => format!("{} ({})", s.signer, sign::fingerprint(&key)),
                 })
             })
             .collect();
         let signed = if signers.is_empty() { "unsigned".to_string() } else { signers.join(", ") };
-        println!("{name:<12} {version:<9} {signed:<22} {about}");
+        rows.push((name, version, signed, about));
+    }
+    let width = |f: &dyn Fn(&(String, String, String, String)) -> usize, min: usize| {
+        rows.iter().map(f).max().unwrap_or(0).max(min)
+    };
+    let (w0, w1, w2) = (width(&|r| r.0.len(), 4), width(&|r| r.1.len(), 7), width(&|r| r.2.len(), 9));
+    println!("{:<w0$}  {:<w1$}  {:<w2$}  ABOUT", "NAME", "VERSION", "SIGNED BY");
+    for (name, version, signed, about) in rows {
+        println!("{name:<w0$}  {version:<w1$}  {signed:<w2$}  {about}");
     }
     Ok(Outcome::Clean)
 }
@@ -265,7 +274,13 @@ fn pack(args: PackArgs) -> anyhow::Result<Outcome> {
             let text = std::fs::read(path).with_context(|| format!("cannot read manifest {}", path.display()))?;
             Manifest::decode(&text).map_err(|e| anyhow::anyhow!("manifest {}: {e}", path.display()))?
         }
-        None => derive(&args.file, &args.params, &extra(&args))?,
+        None => {
+            let mut extra = extra(&args);
+            if let Some(dir) = &args.krate {
+                from_crate(dir, &mut extra)?;
+            }
+            derive(&args.file, &args.params, &extra)?
+        }
     };
     let (bytes, _) = read(&args.file)?;
     let packed = package::with_manifest(&bytes, &manifest)?;
@@ -290,6 +305,59 @@ fn extra(args: &PackArgs) -> Extra {
         authors: args.author.clone(),
         output_budget: args.output_budget,
     }
+}
+
+/// What a plugin crate's Cargo.toml declares for its manifest.
+pub fn from_crate(dir: &Path, extra: &mut Extra) -> anyhow::Result<()> {
+    let path = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: toml::Table = toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+    let package = doc.get("package").and_then(toml::Value::as_table);
+    let strings = |v: Option<&toml::Value>| -> Vec<String> {
+        v.and_then(toml::Value::as_array)
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    // A field may be inherited (`license.workspace = true`): from the first Cargo.toml
+    // above with a [workspace.package].
+    let inherited = |key: &str| -> Option<toml::Value> {
+        let own = package.and_then(|p| p.get(key))?;
+        if own.get("workspace").and_then(toml::Value::as_bool) != Some(true) {
+            return Some(own.clone());
+        }
+        let dir = std::fs::canonicalize(dir).ok()?;
+        dir.ancestors().skip(1).find_map(|d| {
+            let text = std::fs::read_to_string(d.join("Cargo.toml")).ok()?;
+            let doc: toml::Table = toml::from_str(&text).ok()?;
+            doc.get("workspace")?.get("package")?.get(key).cloned()
+        })
+    };
+    if extra.license.is_none() {
+        extra.license = inherited("license").and_then(|l| l.as_str().map(str::to_string));
+    }
+    if extra.authors.is_empty() {
+        extra.authors = strings(inherited("authors").as_ref());
+    }
+    let meta = package.and_then(|p| p.get("metadata")).and_then(|m| m.get("wasmtap"));
+    let Some(meta) = meta else { return Ok(()) };
+    let at = |key: &str| format!("{}: [package.metadata.wasmtap] {key}", path.display());
+    for key in meta.as_table().map(|t| t.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+        if !["probes", "capabilities", "output-budget"].contains(&key.as_str()) {
+            bail!("{}: unknown key (known: probes, capabilities, output-budget)", at(&key));
+        }
+    }
+    extra.probes.extend(strings(meta.get("probes")));
+    for c in strings(meta.get("capabilities")) {
+        extra.capabilities.push(parse_capability(&c).map_err(|e| anyhow::anyhow!("{}: {e}", at("capabilities")))?);
+    }
+    if let Some(b) = meta.get("output-budget") {
+        let b = b
+            .as_integer()
+            .filter(|b| *b > 0)
+            .ok_or_else(|| anyhow::anyhow!("{}: not a positive integer", at("output-budget")))?;
+        extra.output_budget = Some(b as u64);
+    }
+    Ok(())
 }
 
 /// A manifest from what the plugin says: its info, and its plan with `raw` parameters

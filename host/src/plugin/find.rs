@@ -14,7 +14,9 @@ pub enum FindError {
     NoPlugin { name: String, available: String },
 }
 
-/// Directories searched for vetted plugins, in order.
+/// Directories searched for installed plugins, in order: the package index. Each holds
+/// packages (`NAME.wasm`, manifested and signed by whoever built them; `./x build` packs
+/// and signs `plugins/` into `target/release/plugins`), so adding a plugin needs no host change.
 pub fn search_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(path) = std::env::var_os("WASMTAP_PLUGIN_PATH") {
@@ -23,13 +25,11 @@ pub fn search_dirs() -> Vec<PathBuf> {
     if let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
         dirs.push(exe_dir.join("plugins"));
         dirs.push(exe_dir.join("../lib/wasmtap/plugins"));
-        // A cargo build tree: target/release/wasmtap beside target/wasm32-wasip2/wasm/*.wasm.
-        dirs.push(exe_dir.join("../wasm32-wasip2/wasm"));
     }
     dirs
 }
 
-/// Whether a plugin argument names a file rather than a vetted plugin.
+/// Whether a plugin argument names a file rather than an installed plugin.
 pub fn is_path(arg: &str) -> bool {
     arg.contains('/') || arg.ends_with(".wasm")
 }
@@ -42,57 +42,36 @@ pub fn find(arg: &str) -> Result<(PathBuf, Origin), FindError> {
         return if p.is_file() { Ok((p, Origin::File)) } else { Err(FindError::NoFile(p)) };
     }
     let file = format!("{arg}.wasm");
+    let valid = !arg.is_empty() && arg.len() <= 64 && !arg.starts_with('.');
     search_dirs()
         .into_iter()
         .map(|d| d.join(&file))
-        .find(|p| p.is_file())
+        .find(|p| valid && p.is_file())
         .map(|p| (p, Origin::Vetted))
         .ok_or_else(|| FindError::NoPlugin { name: arg.into(), available: available().join(", ") })
 }
 
-/// Names of the plugins found in the search directories.
-pub fn available() -> Vec<String> {
+/// Names of the plugins installed in the search directories.
+pub fn installed() -> Vec<String> {
     let mut names: Vec<String> = search_dirs()
         .iter()
         .filter_map(|d| std::fs::read_dir(d).ok())
         .flatten()
         .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .filter_map(|e| e.file_name().to_str()?.strip_suffix(".wasm").map(str::to_string))
-        .filter(|n| VETTED.contains(&n.as_str()))
+        .filter(|n| !n.is_empty() && !n.starts_with('.'))
         .collect();
     names.sort();
     names.dedup();
-    if names.is_empty() {
-        names.push("none found".into());
-    }
     names
 }
 
-/// The plugins shipped in `plugins/`.
-pub const VETTED: &[&str] = &[
-    "execsnoop",
-    "exitsnoop",
-    "forktime",
-    "openaggr",
-    "opensnoop",
-    "opentrace",
-    "proclife",
-    "profile",
-    "runqlat",
-    "syscalls",
-    "syscount",
-    "syslatency",
-    "wstat",
-];
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn vetted_names_are_the_plugins_shipped() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
-        let mut shipped: Vec<String> =
-            std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-        shipped.sort();
-        assert_eq!(shipped, super::VETTED);
+/// Names of the installed plugins, for messages (`none found` when there are none).
+pub fn available() -> Vec<String> {
+    let names = installed();
+    if names.is_empty() {
+        return vec!["none found".into()];
     }
+    names
 }

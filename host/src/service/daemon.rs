@@ -23,7 +23,6 @@ use super::tenant::TenantRule;
 use super::wire::{Ask, Frame, Kind, Passed, Reply, Request, SessionInfo, PROTOCOL};
 use crate::package::trust::{Origin, Trust};
 use crate::package::Package;
-use crate::plugin::find::VETTED;
 use crate::policy::{PluginRule, Policy, Scope, Verdict};
 use crate::sys::creds;
 
@@ -516,19 +515,20 @@ fn check_run(
             let is_file = |p: &str| p.contains('/') || p.ends_with(".wasm");
             let vetted_only = t.plugins == PluginRule::Vetted;
             let names_vetted = t.plugins != PluginRule::Any;
+            let installed = crate::plugin::find::installed();
             let refused = |p: &&String| match is_file(p) {
                 true => vetted_only || !sent.contains(p),
-                false => names_vetted && !VETTED.contains(&p.as_str()),
+                false => names_vetted && !installed.contains(p),
             };
             if let Some(p) = shape.plugins.iter().find(refused) {
                 let why = match (vetted_only, is_file(p)) {
                     (true, _) => {
-                        format!("{rule} lets user {} run vetted plugins only ({})", peer.user, VETTED.join(", "))
+                        format!("{rule} lets user {} run vetted plugins only ({})", peer.user, installed.join(", "))
                     }
                     (false, false) => format!(
                         "{rule} lets user {} name vetted plugins only ({}); others run from signed files",
                         peer.user,
-                        VETTED.join(", ")
+                        installed.join(", ")
                     ),
                     (false, true) => "a plugin file must come with the request (the wasmtap client sends it)".into(),
                 };
