@@ -257,10 +257,8 @@ fn list(args: TrustArg) -> anyhow::Result<Outcome> {
         let signed = if signers.is_empty() { "unsigned".to_string() } else { signers.join(", ") };
         rows.push((name, version, signed, about));
     }
-    let width = |f: &dyn Fn(&(String, String, String, String)) -> usize, min: usize| {
-        rows.iter().map(f).max().unwrap_or(0).max(min)
-    };
-    let (w0, w1, w2) = (width(&|r| r.0.len(), 4), width(&|r| r.1.len(), 7), width(&|r| r.2.len(), 9));
+    let width = |col: usize, min: usize| rows.iter().map(|r| [&r.0, &r.1, &r.2][col].len()).max().unwrap_or(0).max(min);
+    let (w0, w1, w2) = (width(0, 4), width(1, 7), width(2, 9));
     println!("{:<w0$}  {:<w1$}  {:<w2$}  ABOUT", "NAME", "VERSION", "SIGNED BY");
     for (name, version, signed, about) in rows {
         println!("{name:<w0$}  {version:<w1$}  {signed:<w2$}  {about}");
