@@ -15,7 +15,7 @@
 //! | 5 | [`plugin`] | each plugin's lifecycle: plan, subscriptions, dispatch in batches, budgets, faults, restarts |
 //! | 4 | [`kernel_agg`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings |
 //! | 3 | [`collect`], [`sandbox`], [`output`], [`drops`] | events from the collectors (the only BPF) or a recording; wasmtime (the only engine setup); printing (fed plain data); live loss reports |
-//! | 2 | [`accounting`] | where every event went, what the run cost |
+//! | 2 | [`accounting`], [`package`] | where every event went, what the run cost; plugin packages: manifests, signatures, the trust policy |
 //! | 1 | [`wit`], [`clock`], [`limits`], [`private`], [`privilege`], [`symbolize`], [`watchdog`], [`policy`] | the contract's types, the plugin's clock, limits and fault kinds, private files, capabilities, symbols, the run's watchdog, the shared host's policy |
 //! | 0 | [`sys`] | system calls |
 //!

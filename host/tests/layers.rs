@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("watchdog", 1),
     ("policy", 1),
     ("accounting", 2),
+    ("package", 2),
     ("collect", 3),
     ("sandbox", 3),
     ("output", 3),

@@ -139,9 +139,10 @@ fn under_a_signed_only_policy_only_a_plugin_signed_by_its_key_runs_and_nothing_e
     std::fs::write(b.path("stolen.wasm"), stolen).unwrap();
     let e = run_refused("./stolen.wasm");
     assert!(e.contains("its signature by team-a does not hold: it was made for another digest"), "{e}");
-    // An installed plugin, under `vetted = false`, needs the signature too.
+    // An installed plugin, under `vetted = false`, needs a trusted signature too (this
+    // build signed it with a key of its own, which this policy does not list).
     let e = b.refused(&["replay", &recording, "syscount", "--trust", "trust.toml"]);
-    assert!(e.contains("it carries no signature"), "{e}");
+    assert!(e.contains("it is signed only by keys this policy does not trust: wasmtap (vetted) (ed25519:"), "{e}");
     assert_eq!(b.cache_entries(), 0, "a refused plugin was compiled");
 
     // Signed by team-a: it runs, its counts are the recording's.
@@ -223,4 +224,41 @@ fn a_trust_policy_that_does_not_hold_names_its_line_and_key() {
         .unwrap();
     let e = b.refused(&["replay", &golden("syscalls.wtrec"), "syscount", "--trust", "trust.toml"]);
     assert!(e.contains("trust.toml:5: `key[0].public-key`: cannot read key"), "{e}");
+}
+
+#[test]
+fn a_new_plugin_builds_runs_and_passes_its_golden_test_outside_the_repository() {
+    let b = Bench::new("new");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    assert_eq!(b.ok(&["plugin", "new", "hello"]).trim(), "hello");
+    let crate_dir = b.path("hello");
+    let o = run(wasmtap().current_dir(&crate_dir).args(["plugin", "build"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "./target/wasmtap/hello.wasm");
+    // Packed: its manifest says what it asks for.
+    let shown = b.ok(&["plugin", "inspect", "./hello/target/wasmtap/hello.wasm"]);
+    assert!(shown.contains("name:      hello 0.1.0") && shown.contains("probes:    file:open"), "{shown}");
+    // Over the golden recording of `opener`: its 18 opens, libraries included.
+    let recording = golden("files.wtrec");
+    let out = b.ok(&["replay", &recording, "./hello/target/wasmtap/hello.wasm", "--param", "top=0"]);
+    assert_eq!(out, "@opens[opener]: 18\n\n");
+    // Its own golden test passes, and fails when the expected output is wrong.
+    let test = || run(std::process::Command::new(&cargo).current_dir(&crate_dir).args(["test", "--quiet"]));
+    let o = test();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    std::fs::write(crate_dir.join("tests/expected.txt"), "@opens[opener]: 17\n\n").unwrap();
+    let o = test();
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("the output differs from tests/expected.txt"), "{}", stdout(&o));
+    // Live, as root: it counts what a command opens.
+    if require_root() {
+        let o = run(wasmtap().current_dir(&crate_dir).args([
+            "run",
+            "./target/wasmtap/hello.wasm",
+            "-c",
+            "cat /etc/hostname",
+        ]));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(map_value(&stdout(&o), "opens", "cat").is_some_and(|n| n >= 1), "{}", stdout(&o));
+    }
 }

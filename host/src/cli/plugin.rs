@@ -20,6 +20,10 @@ use crate::sandbox::Sandbox;
 
 #[derive(Subcommand, Debug)]
 pub enum PluginCommand {
+    /// Write a new plugin crate that builds and runs as it is, with a golden test.
+    New(NewArgs),
+    /// Build a plugin crate for wasm32-wasip2 and pack its manifest: target/wasmtap/NAME.wasm.
+    Build(BuildArgs),
     /// Print a plugin's manifest, digest and signatures, and whether the trust policy lets it run.
     Inspect(InspectArgs),
     /// List the installed plugins: name, version, signer, what each answers.
@@ -32,6 +36,19 @@ pub enum PluginCommand {
     Sign(SignArgs),
     /// Check a plugin's signatures: against --key, else against the trust policy.
     Verify(VerifyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NewArgs {
+    /// The plugin's name: its directory, crate and command-line name.
+    name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    /// The crate's directory.
+    #[arg(default_value = ".")]
+    dir: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -131,6 +148,8 @@ fn parse_capability(s: &str) -> Result<Capability, String> {
 
 pub fn run(command: PluginCommand) -> anyhow::Result<Outcome> {
     match command {
+        PluginCommand::New(a) => new(a),
+        PluginCommand::Build(a) => build(a),
         PluginCommand::Inspect(a) => inspect(a),
         PluginCommand::List(a) => list(a),
         PluginCommand::Pack(a) => pack(a),
@@ -469,4 +488,116 @@ fn verify(args: VerifyArgs) -> anyhow::Result<Outcome> {
         }
         Err(why) => bail!("{} {why}", args.file.display()),
     }
+}
+
+/// The files of a new plugin crate (`{{name}}` and `{{sdk}}` filled in).
+const TEMPLATE: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../../templates/plugin/Cargo.toml.in")),
+    ("src/lib.rs", include_str!("../../templates/plugin/lib.rs.in")),
+    ("tests/golden.rs", include_str!("../../templates/plugin/golden.rs.in")),
+    ("tests/expected.txt", include_str!("../../templates/plugin/expected.txt")),
+    ("README.md", include_str!("../../templates/plugin/README.md.in")),
+    (".gitignore", "/target\n"),
+];
+/// The recording its golden test replays: a program that opened files, known times.
+const RECORDING: &[u8] = include_bytes!("../../../tests/golden/files.wtrec");
+
+/// Where the Rust SDK's source is: `WASMTAP_SDK`, else beside a source build
+/// (target/release/wasmtap → guest-sdk), else an installed copy (share/wasmtap/guest-sdk).
+fn find_sdk() -> anyhow::Result<PathBuf> {
+    let exe_dir = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf));
+    let mut places: Vec<PathBuf> = std::env::var_os("WASMTAP_SDK").map(PathBuf::from).into_iter().collect();
+    if let Some(d) = &exe_dir {
+        places.push(d.join("../../guest-sdk"));
+        places.push(d.join("../share/wasmtap/guest-sdk"));
+    }
+    let is_sdk =
+        |p: &PathBuf| std::fs::read_to_string(p.join("Cargo.toml")).is_ok_and(|t| t.contains("name = \"wasmtap-sdk\""));
+    match places.iter().find(|p| is_sdk(p)) {
+        Some(p) => Ok(std::fs::canonicalize(p)?),
+        None => bail!(
+            "cannot find the wasmtap SDK (looked in {}): set WASMTAP_SDK to its directory",
+            places.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn new(args: NewArgs) -> anyhow::Result<Outcome> {
+    let name = &args.name;
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if !ok {
+        bail!("plugin name `{name}`: use 1 to 64 lower-case letters, digits, `-` or `_`, starting with a letter");
+    }
+    let dir = PathBuf::from(name);
+    if dir.exists() {
+        bail!("{} exists already: choose another name or remove it", dir.display());
+    }
+    let sdk = find_sdk()?;
+    let fill = |t: &str| t.replace("{{name}}", name).replace("{{sdk}}", &sdk.display().to_string());
+    for (path, text) in TEMPLATE {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
+        std::fs::write(&path, fill(text)).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    std::fs::write(dir.join("tests/opens.wtrec"), RECORDING)?;
+    // The golden test runs this wasmtap; the build takes the versions this wasmtap was
+    // built and tested with (and needs no network when they are in cargo's cache).
+    let exe = std::env::current_exe()?;
+    std::fs::create_dir_all(dir.join(".cargo"))?;
+    let config = format!("[env]\nWASMTAP = {:?}\n", exe.display().to_string());
+    std::fs::write(dir.join(".cargo/config.toml"), config)?;
+    if let Some(lock) = exe.parent().map(|d| d.join("../../Cargo.lock")).filter(|l| l.is_file()) {
+        std::fs::copy(lock, dir.join("Cargo.lock"))?;
+    }
+    println!("{}", dir.display());
+    eprintln!("wasmtap: plugin crate {name} written; next: cd {name} && wasmtap plugin build && cargo test");
+    Ok(Outcome::Clean)
+}
+
+fn build(args: BuildArgs) -> anyhow::Result<Outcome> {
+    let dir = &args.dir;
+    if !dir.join("Cargo.toml").is_file() {
+        bail!("{} has no Cargo.toml: name a plugin crate's directory", dir.display());
+    }
+    let out = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(dir)
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot run cargo (is Rust installed, with `rustup target add wasm32-wasip2`?)")?;
+    if !out.status.success() {
+        bail!("cargo build failed in {} (its messages are above)", dir.display());
+    }
+    // The cdylib cargo built: the last compiler-artifact with a .wasm file.
+    let wasm = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter_map(|m| {
+            let files = m["filenames"].as_array()?.clone();
+            files.iter().filter_map(|f| f.as_str()).find(|f| f.ends_with(".wasm")).map(PathBuf::from)
+        })
+        .next_back()
+        .context("cargo built no .wasm file: is the crate a `cdylib`?")?;
+    let target = dir.join("target/wasmtap");
+    std::fs::create_dir_all(&target)?;
+    let mut extra = Extra::default();
+    from_crate(dir, &mut extra)?;
+    let manifest = derive(&wasm, &[], &extra)?;
+    // Named as users run it: the name its `info` gives.
+    let packed = target.join(format!("{}.wasm", manifest.name));
+    let (bytes, _) = read(&wasm)?;
+    write_atomic(&packed, &package::with_manifest(&bytes, &manifest)?)?;
+    println!("{}", packed.display());
+    eprintln!(
+        "wasmtap: {} {} built and packed (probes: {}); run it: sudo wasmtap run {}",
+        manifest.name,
+        manifest.version,
+        manifest.probes.join(", "),
+        packed.display()
+    );
+    Ok(Outcome::Clean)
 }

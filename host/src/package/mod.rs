@@ -26,7 +26,20 @@ pub mod trust;
 pub use manifest::Manifest;
 pub use sign::Signature;
 
-use crate::sandbox::cache::{self, Digest};
+use sha2::{Digest as _, Sha256};
+
+/// A sha-256 digest.
+pub type Digest = [u8; 32];
+
+/// The sha-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> Digest {
+    Sha256::digest(bytes).into()
+}
+
+/// Lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// The custom section holding the manifest.
 pub const MANIFEST_SECTION: &str = "wasmtap-manifest";
@@ -116,7 +129,7 @@ impl Package {
             }
         }
         let signed_len = signed_len.unwrap_or(bytes.len());
-        Ok(Package { manifest, signatures, digest: cache::sha256(&bytes[..signed_len]), signed_len })
+        Ok(Package { manifest, signatures, digest: sha256(&bytes[..signed_len]), signed_len })
     }
 
     /// `sha256:` and the digest in hex, as messages and policies write it.
@@ -127,7 +140,7 @@ impl Package {
 
 /// `sha256:` and a digest in hex.
 pub fn digest_text(digest: &Digest) -> String {
-    format!("sha256:{}", cache::hex(digest))
+    format!("sha256:{}", hex(digest))
 }
 
 /// `bytes` with `manifest` as its manifest: any manifest and signatures it had are

@@ -18,7 +18,7 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, 
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::cache::{self, Digest};
+use super::{hex, sha256, Digest};
 
 /// What every signature signs before the digest.
 const CONTEXT: &[u8] = b"wasmtap-plugin-signature-v1\n";
@@ -97,9 +97,9 @@ pub fn sign(key: &SigningKey, signer: &str, digest: &Digest) -> Signature {
     Signature {
         signer: signer.to_string(),
         algorithm: "ed25519".into(),
-        public_key: cache::hex(key.verifying_key().as_bytes()),
+        public_key: hex(key.verifying_key().as_bytes()),
         digest: super::digest_text(digest),
-        signature: cache::hex(&sig.to_bytes()),
+        signature: hex(&sig.to_bytes()),
     }
 }
 
@@ -111,7 +111,7 @@ fn message(digest: &Digest) -> Vec<u8> {
 
 /// A short name for a public key: `ed25519:` and the first 16 hex digits of its sha-256.
 pub fn fingerprint(key: &VerifyingKey) -> String {
-    format!("ed25519:{}", &cache::hex(&cache::sha256(key.as_bytes()))[..16])
+    format!("ed25519:{}", &hex(&sha256(key.as_bytes()))[..16])
 }
 
 /// A new key pair from the kernel's random bytes.

@@ -59,7 +59,7 @@ fn trust_in(text: &str) -> Trust {
 }
 
 fn team_a() -> Trust {
-    let hex = crate::sandbox::cache::hex(key(1).verifying_key().as_bytes());
+    let hex = super::hex(key(1).verifying_key().as_bytes());
     trust_in(&format!("vetted = false\n[[key]]\nname = \"team-a\"\npublic-key = \"{hex}\"\n"))
 }
 
@@ -68,7 +68,7 @@ fn a_plain_component_is_a_package_without_manifest_or_signature() {
     let bytes = component();
     let p = Package::parse(&bytes).unwrap();
     assert_eq!((p.manifest, p.signatures.len(), p.signed_len), (None, 0, bytes.len()));
-    assert_eq!(p.digest, crate::sandbox::cache::sha256(&bytes));
+    assert_eq!(p.digest, super::sha256(&bytes));
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn signatures_verify_and_name_what_went_wrong() {
     assert_eq!(p.signed_len, bytes.len());
     assert_eq!(p.signatures[0].verify(&p.digest).unwrap(), key(1).verifying_key());
     // The same signature over other bytes: made for another digest.
-    let other = crate::sandbox::cache::sha256(b"other");
+    let other = super::sha256(b"other");
     assert!(matches!(p.signatures[0].verify(&other), Err(SignatureError::OtherDigest { .. })));
     // A signature whose digest field was rewritten to match: does not match.
     let mut forged = p.signatures[0].clone();

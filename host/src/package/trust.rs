@@ -150,7 +150,7 @@ impl Trust {
             }
             let key = sign::read_public(k.public_key.get_ref(), path.parent())
                 .map_err(|e| at(k.public_key.span(), format!("key[{i}].public-key"), format!("{e:#}")))?;
-            trust.keys.push(TrustedKey { name: name.clone(), public_key: crate::sandbox::cache::hex(key.as_bytes()) });
+            trust.keys.push(TrustedKey { name: name.clone(), public_key: super::hex(key.as_bytes()) });
         }
         Ok(trust)
     }

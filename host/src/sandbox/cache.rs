@@ -57,8 +57,7 @@ const MAGIC: &[u8] = b"wasmtap-cwasm 1\n";
 /// `wasmtime_version_matches_the_manifest` checks the two agree; wasmtime exports no constant.
 const WASMTIME_VERSION: &str = "48.0.8";
 
-/// A sha-256 digest.
-pub type Digest = [u8; 32];
+pub use crate::package::{hex, sha256, Digest};
 
 /// Where compiled plugins are kept, if anywhere.
 #[derive(Clone, Debug)]
@@ -207,16 +206,6 @@ pub(super) fn read_plugin(path: &Path) -> Result<Vec<u8>, SandboxError> {
         return Err(too_large(bytes.len() as u64));
     }
     Ok(bytes)
-}
-
-/// The sha-256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> Digest {
-    Sha256::digest(bytes).into()
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// 16 hex digits identifying which compiled code `engine` can load.
