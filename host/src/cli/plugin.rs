@@ -36,6 +36,26 @@ pub enum PluginCommand {
     Sign(SignArgs),
     /// Check a plugin's signatures: against --key, else against the trust policy.
     Verify(VerifyArgs),
+    /// Push a package to an OCI registry: REGISTRY/REPO:TAG.
+    Push(PushArgs),
+    /// Pull a package from an OCI registry into the local store (REGISTRY/REPO:TAG or @sha256:…).
+    Pull(PullArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// The package (packed, and signed to be trusted).
+    file: PathBuf,
+    /// Where: REGISTRY/REPO:TAG, e.g. 127.0.0.1:5000/team/syscount:0.1.0.
+    reference: String,
+}
+
+#[derive(Args, Debug)]
+pub struct PullArgs {
+    /// REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:….
+    reference: String,
+    #[command(flatten)]
+    trust: TrustArg,
 }
 
 #[derive(Args, Debug)]
@@ -156,6 +176,8 @@ pub fn run(command: PluginCommand) -> anyhow::Result<Outcome> {
         PluginCommand::Keygen(a) => keygen(a),
         PluginCommand::Sign(a) => sign_file(a),
         PluginCommand::Verify(a) => verify(a),
+        PluginCommand::Push(a) => push(a),
+        PluginCommand::Pull(a) => pull(a),
     }
 }
 
@@ -600,4 +622,29 @@ fn build(args: BuildArgs) -> anyhow::Result<Outcome> {
         packed.display()
     );
     Ok(Outcome::Clean)
+}
+
+fn push(args: PushArgs) -> anyhow::Result<Outcome> {
+    let digest = crate::package::registry::push(&args.file, &args.reference)?;
+    let repo = args.reference.strip_prefix("oci://").unwrap_or(&args.reference);
+    let repo = repo.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')).map_or(repo, |(r, _)| r);
+    println!("{repo}@{digest}");
+    Ok(Outcome::Clean)
+}
+
+/// Pull into the store, then say whether the trust policy lets it run (exit 2 if not).
+fn pull(args: PullArgs) -> anyhow::Result<Outcome> {
+    let trust = Trust::for_run(args.trust.trust.as_deref())?;
+    let pulled = crate::package::registry::Store::from_env().pull(&args.reference)?;
+    let (_, package) = read(&pulled.path)?;
+    let name =
+        package.manifest.as_ref().map_or_else(|| "a bare component".into(), |m| format!("{} {}", m.name, m.version));
+    match trust.admit(&package, Origin::File) {
+        Ok(why) => {
+            println!("{}", pulled.path.display());
+            eprintln!("wasmtap: {} ({name}, {}): {}", args.reference, pulled.digest, admitted(&why));
+            Ok(Outcome::Clean)
+        }
+        Err(why) => bail!("{} ({name}) {why}", args.reference),
+    }
 }

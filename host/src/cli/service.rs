@@ -68,7 +68,17 @@ fn through(
     let socket = trace.daemon.clone().unwrap_or_else(default_socket);
     let typed: Vec<String> = std::env::args().skip_while(|a| a != verb).skip(1).collect();
     let forwarded = without_client_flags(&typed, sent_flags);
-    let plugin_files: Vec<String> = plugins.iter().filter(|p| crate::plugin::find::is_path(p)).cloned().collect();
+    // Files the user names, and packages of a registry, pulled here as the user into the
+    // user's own store: the daemon gets the bytes, never a path or a reference to follow.
+    let mut plugin_files = Vec::new();
+    for p in plugins {
+        if crate::package::registry::is_reference(p) {
+            let pulled = crate::package::registry::Store::from_env().pull(p)?;
+            plugin_files.push((p.clone(), pulled.path));
+        } else if crate::plugin::find::is_path(p) {
+            plugin_files.push((p.clone(), std::path::PathBuf::from(p)));
+        }
+    }
     let sent = client::Sent { command: trace.command.as_deref(), plugin_files: &plugin_files, files };
     let ended = client::run(&socket, forwarded, verb == "record", sent)?;
     match ended.code {

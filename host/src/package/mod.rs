@@ -20,6 +20,7 @@
 //! policy of what may run).
 
 pub mod manifest;
+pub mod registry;
 pub mod sign;
 pub mod trust;
 

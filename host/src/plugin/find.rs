@@ -12,6 +12,8 @@ pub enum FindError {
     NoFile(PathBuf),
     #[error("no plugin named `{name}` (vetted plugins here: {available}; or give the path of a .wasm component)")]
     NoPlugin { name: String, available: String },
+    #[error("{0}")]
+    Registry(String),
 }
 
 /// Directories searched for installed plugins, in order: the package index. Each holds
@@ -37,6 +39,11 @@ pub fn is_path(arg: &str) -> bool {
 /// The file for a plugin argument, and whether it was found among the installed
 /// plugins (by name) or named by the user.
 pub fn find(arg: &str) -> Result<(PathBuf, Origin), FindError> {
+    if crate::package::registry::is_reference(arg) {
+        let pulled =
+            crate::package::registry::Store::from_env().pull(arg).map_err(|e| FindError::Registry(format!("{e:#}")))?;
+        return Ok((pulled.path, Origin::File));
+    }
     if is_path(arg) {
         let p = PathBuf::from(arg);
         return if p.is_file() { Ok((p, Origin::File)) } else { Err(FindError::NoFile(p)) };

@@ -25,8 +25,9 @@ pub struct Ended {
 pub struct Sent<'a> {
     /// The `-c` command, started here, held before exec.
     pub command: Option<&'a str>,
-    /// Plugin files, by the arguments naming them, opened here.
-    pub plugin_files: &'a [String],
+    /// Plugin files, by the arguments naming them (the file, or a registry reference
+    /// pulled here into the user's store), opened here.
+    pub plugin_files: &'a [(String, std::path::PathBuf)],
     /// Output files created here: the recording, the flame graph.
     pub files: Vec<(Passed, std::fs::File)>,
 }
@@ -37,7 +38,11 @@ pub fn run(socket: &Path, args: Vec<String>, record: bool, sent: Sent<'_>) -> an
     let Sent { command, plugin_files, files } = sent;
     let plugins: Vec<(String, std::fs::File)> = plugin_files
         .iter()
-        .map(|p| Ok((p.clone(), std::fs::File::open(p).with_context(|| format!("cannot open plugin file {p}"))?)))
+        .map(|(arg, path)| {
+            let file =
+                std::fs::File::open(path).with_context(|| format!("cannot open plugin file {}", path.display()))?;
+            Ok((arg.clone(), file))
+        })
         .collect::<anyhow::Result<_>>()?;
     let stream = connect(socket)?;
     let mut child = match command {
