@@ -975,3 +975,46 @@ fn a_tenant_allowed_signed_plugins_runs_one_signed_by_a_trusted_key_and_nothing_
         stderr(&o)
     );
 }
+
+#[test]
+fn a_tenant_plugin_that_allocates_without_bound_is_stopped_alone_and_the_other_tenant_counts_exactly() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("mem", 2);
+    // Tenant 0 may run its own files, with 32 MiB a plugin; tenant 1 runs vetted plugins.
+    let policy = one_tenant(&users, 0, &["syscall"], "any", "[tenant.quotas]\nmemory_mib = 32\n")
+        + &one_tenant(&users, 1, &["syscall"], "vetted", "");
+    let d = Daemon::start("mem", &policy);
+    let mine = d.dir.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    std::fs::copy(wasm("membomb"), mine.join("membomb.wasm")).unwrap();
+    for p in [mine.clone(), mine.join("membomb.wasm")] {
+        std::os::unix::fs::chown(&p, Some(users.0[0].1), Some(users.0[0].2)).unwrap();
+    }
+    let loop_a = format!("{} 200000", d.getppid_loop().display());
+    let loop_b = format!("{} 300000", d.getppid_loop().display());
+    let mut bomb = d.run(&users, 0, &["./membomb.wasm", "--memory-mib", "512", "-c", &loop_a]);
+    bomb.current_dir(&mine);
+    let a = Session::start(bomb, &d.dir, "a");
+    let b = Session::start(d.run(&users, 1, &["syscount", "--param", "top=0", "-c", &loop_b]), &d.dir, "b");
+    let (code_a, _, err_a) = a.finish();
+    let (code_b, out_b, err_b) = b.finish();
+    // The bomb: held to its tenant's 32 MiB however much it asked for, disabled alone
+    // (exit 1, finished with problems), its later events counted as dropped.
+    assert_eq!(code_a, 1, "{err_a}");
+    assert!(err_a.contains("plugin `membomb` disabled in on-batch: exceeded its memory limit of 32 MiB"), "{err_a}");
+    // The other tenant, meanwhile: every one of its calls, counted in the kernel.
+    assert_eq!(code_b, 0, "{err_b}");
+    assert_eq!(map_value(&out_b, "syscall", "getppid"), Some(300_000), "{out_b}");
+    // And the daemon serves on.
+    let o = run(&mut d.run(
+        &users,
+        1,
+        &["syscount", "--param", "top=0", "-c", &format!("{} 1000", d.getppid_loop().display())],
+    ));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(map_value(&stdout(&o), "syscall", "getppid"), Some(1000));
+    assert!(d.runs().is_empty(), "{:?}", d.runs());
+}
