@@ -25,6 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # WASMTAP=path runs another build (a before-and-after comparison) with this tree's workloads.
 WASMTAP = os.environ.get("WASMTAP") or os.path.join(ROOT, "target/release/wasmtap")
 BIN = os.path.join(ROOT, "target/bench")
+# Plugins by name: the package index `./x build` installs, then the example plugins (snoop).
+os.environ.setdefault("WASMTAP_PLUGIN_PATH", os.pathsep.join(
+    [os.path.join(ROOT, "target/release/plugins"), os.path.join(ROOT, "target/wasm32-wasip2/wasm")]))
 TMP = tempfile.mkdtemp(prefix="wasmtap-bench-")
 GETPPID = 110  # x86_64
 

@@ -18,7 +18,7 @@ fn previous_counts(out: &str) -> (i64, i64, Option<i64>) {
 #[test]
 fn a_plugin_built_for_the_previous_version_replays_beside_a_current_one_with_the_same_counts() {
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden");
-    let o = run(wasmtap()
+    let o = run(with_fixtures()
         .current_dir(&golden)
         .args(["replay", "syscalls.wtrec", "syscount", "previous"])
         .args(["--param", "syscount.syscall=getppid"]));
@@ -35,7 +35,7 @@ fn a_plugin_built_for_the_previous_version_replays_beside_a_current_one_with_the
 
 #[test]
 fn help_names_the_version_each_plugin_is_built_for() {
-    let o = run(wasmtap().args(["run", "syscount", "previous", "--help"]));
+    let o = run(with_fixtures().args(["run", "syscount", "previous", "--help"]));
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(out.contains("\nPlugin syscount 0.1.0 (built for wasmtap:plugin@0.2.0): "), "{out}");
@@ -49,7 +49,8 @@ fn a_plugin_built_for_the_previous_version_counts_every_getppid_live() {
     }
     let _g = serial();
     let cmd = format!("{} 200000", workload("getppid_loop").display());
-    let o = run(wasmtap().args(["run", "previous", "syscount", "--param", "syscount.syscall=getppid", "-c", &cmd]));
+    let o =
+        run(with_fixtures().args(["run", "previous", "syscount", "--param", "syscount.syscall=getppid", "-c", &cmd]));
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     assert_eq!(map_value(&out, "syscall", "getppid"), Some(200_000), "{out}");
@@ -60,7 +61,7 @@ fn a_plugin_built_for_the_previous_version_counts_every_getppid_live() {
 #[test]
 fn reading_an_aggregation_the_plan_never_declared_is_an_error_the_plugin_handles() {
     let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden");
-    let o = run(wasmtap().current_dir(&golden).args(["replay", "syscalls.wtrec", "syscount", "hostile"]).args([
+    let o = run(with_fixtures().current_dir(&golden).args(["replay", "syscalls.wtrec", "syscount", "hostile"]).args([
         "--param",
         "syscount.top=0",
         "--param",
@@ -71,4 +72,13 @@ fn reading_an_aggregation_the_plan_never_declared_is_an_error_the_plugin_handles
     assert_eq!(err.trim_end(), "wasmtap: hostile: warning: no kernel aggregation 7 (the plan declared none)");
     let expected = std::fs::read_to_string(golden.join("cases/syscount-text.out")).unwrap();
     assert_eq!(out, expected);
+}
+
+/// `wasmtap`, finding the test fixtures (`previous`, `hostile`) by name as well as the
+/// installed plugins.
+fn with_fixtures() -> std::process::Command {
+    let mut c = wasmtap();
+    let dirs = [target_dir().join("release/plugins"), target_dir().join("wasm32-wasip2/wasm")];
+    c.env("WASMTAP_PLUGIN_PATH", std::env::join_paths(dirs).unwrap());
+    c
 }

@@ -101,7 +101,8 @@ fn a_streaming_syscall_storm_stays_within_its_memory_bound_and_loses_nothing_uns
     // getppid as fast as one CPU makes it, each one a row: the syscall collector's
     // stream at its fastest.
     let cmd = format!("{} {GETPPIDS}", workload("getppid_loop").display());
-    let args = ["snoop", "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"];
+    let snoop = wasm("snoop").display().to_string();
+    let args = [snoop.as_str(), "--cpu-budget", "100", "--output-budget", "4194304", "--deadline", "5s"];
     let (err, text, acct) = run_to_file("syscall-storm", &args, &cmd);
     assert_bounded_and_accounted(&acct, &text, &err, "sys_enter", 16, "getppid_loop", GETPPIDS);
 }

@@ -125,6 +125,22 @@ fn under_a_signed_only_policy_only_a_plugin_signed_by_its_key_runs_and_nothing_e
         assert!(e.contains(&format!("plugin {tampered} refused by trust policy trust.toml")), "{e}");
         assert!(e.contains("its signature by team-a does not hold: it was made for another digest"), "{e}");
     }
+    // The code changed and the signature's digest rewritten to match it: ed25519 itself refuses.
+    let digest_of = |file: &str| {
+        let shown = b.ok(&["plugin", "inspect", file]);
+        shown.lines().find_map(|l| l.strip_prefix("digest:    ")).unwrap().to_string()
+    };
+    let (signed_digest, changed_digest) = (digest_of("./by-a.wasm"), digest_of("./code.wasm"));
+    assert_ne!(signed_digest, changed_digest);
+    let mut forged = std::fs::read(b.path("code.wasm")).unwrap();
+    let at = forged.windows(signed_digest.len()).position(|w| w == signed_digest.as_bytes()).unwrap();
+    forged[at..at + changed_digest.len()].copy_from_slice(changed_digest.as_bytes());
+    std::fs::write(b.path("forged.wasm"), forged).unwrap();
+    let e = run_refused("./forged.wasm");
+    assert!(
+        e.contains("its signature by team-a does not hold: it does not match the plugin's contents (the code or the manifest changed after signing)"),
+        "{e}"
+    );
     // A valid signature by team-a, for another plugin's digest, appended to this one.
     b.packed("opensnoop", "other.wasm");
     b.ok(&["plugin", "sign", "other.wasm", "--key", "team-a.key"]);

@@ -934,7 +934,11 @@ fn a_tenant_allowed_signed_plugins_runs_one_signed_by_a_trusted_key_and_nothing_
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert_eq!(map_value(&out, "syscall", "getppid"), Some(20_000), "{out}");
     // Unsigned, or signed by a key the tenant's rule does not name: refused before any run starts.
-    let rule = format!("tenant[0] of {}:1", d.dir.join("policy.toml").display());
+    let rule = format!(
+        "tenant[0] of {}:1 under the trust policy {}",
+        d.dir.join("policy.toml").display(),
+        d.dir.join("trust.toml").display()
+    );
     for (file, why) in [
         ("./unsigned.wasm", "it carries no signature".to_string()),
         ("./by-b.wasm", "it is signed only by keys this policy does not trust: team-b (ed25519:".to_string()),

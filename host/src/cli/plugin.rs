@@ -279,7 +279,13 @@ fn list(args: TrustArg) -> anyhow::Result<Outcome> {
     let mut rows = Vec::new();
     for name in find::installed() {
         let Ok((path, _)) = find::find(&name) else { continue };
-        let (_, package) = read(&path)?;
+        let package = match read(&path) {
+            Ok((_, p)) => p,
+            Err(e) => {
+                rows.push((name, "-".into(), "-".into(), format!("(not a valid package: {:#})", e.root_cause())));
+                continue;
+            }
+        };
         let (version, about) = match &package.manifest {
             Some(m) => (m.version.clone(), m.description.clone()),
             None => ("-".into(), "(no manifest)".into()),
@@ -400,8 +406,9 @@ pub fn from_crate(dir: &Path, extra: &mut Extra) -> anyhow::Result<()> {
 }
 
 /// A manifest from what the plugin says: its info, and its plan with `raw` parameters
-/// (its defaults where not given). Loaded under no trust policy: nothing of it runs but
-/// `info` and `start`, in the sandbox.
+/// (its defaults where not given). The author's own file, so it is compiled under no
+/// trust policy; nothing of it runs but `info` and `start`, in the sandbox, within the
+/// default limits.
 pub fn derive(file: &Path, raw: &[params::RawParam], extra: &Extra) -> anyhow::Result<Manifest> {
     let sandbox = Sandbox::new()?;
     let arg = file.to_str().context("the plugin's path is not UTF-8")?;

@@ -148,8 +148,16 @@ impl Manifest {
             .chain(&m.authors)
             .chain(m.license.iter())
             .chain(m.params.iter().map(|p| &p.name));
-        if let Some(long) = texts.into_iter().find(|t| t.len() > MAX_TEXT) {
+        if let Some(long) = texts.clone().find(|t| t.len() > MAX_TEXT) {
             return Err(format!("a field of {} bytes, at most {MAX_TEXT}", long.len()));
+        }
+        // What a manifest says is printed to people: one line each, no terminal controls.
+        let shown = texts.chain(std::iter::once(&m.description)).chain(m.params.iter().map(|p| &p.description));
+        if shown.into_iter().any(|t| t.chars().any(char::is_control)) {
+            return Err("a field holds control characters".into());
+        }
+        if m.description.len() > 4 * MAX_TEXT {
+            return Err(format!("a description of {} bytes, at most {}", m.description.len(), 4 * MAX_TEXT));
         }
         if m.name.is_empty() {
             return Err("its name is empty".into());
@@ -170,7 +178,11 @@ impl Manifest {
     pub fn check(&self, plan: &Plan) -> Result<(), String> {
         let who = format!("the manifest of {} {}", self.name, self.version);
         if let Some(probe) = plan_probes(plan).find(|p| !self.declares(p)) {
-            let declared = if self.probes.is_empty() { "none".to_string() } else { self.probes.join(", ") };
+            let declared = match self.probes.len() {
+                0 => "none".to_string(),
+                n if n <= 8 => self.probes.join(", "),
+                n => format!("{}, and {} more", self.probes[..8].join(", "), n - 8),
+            };
             return Err(format!(
                 "its plan asks for probe `{probe}`, which {who} does not declare (it declares: {declared})"
             ));
@@ -245,25 +257,22 @@ fn kind_name(kind: ParamKind) -> &'static str {
     }
 }
 
-/// Whether `text` matches `pattern`, where `*` matches any run of characters.
+/// Whether `text` matches `pattern`, where `*` matches any run of characters. With
+/// `*` the only wildcard, matching each literal part at its leftmost place after the one
+/// before is exact, and costs a substring search per part: linear in the text, whatever
+/// a hostile manifest declares.
 pub fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t) = (pattern.as_bytes(), text.as_bytes());
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == t[ti] {
-            pi += 1;
-            ti += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let [first, middle @ .., last] = &parts[..] else { return pattern == text };
+    if text.len() < first.len() + last.len() || !text.starts_with(first) || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
         }
     }
-    p[pi..].iter().all(|&b| b == b'*')
+    true
 }

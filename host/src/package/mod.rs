@@ -70,6 +70,8 @@ pub enum PackageError {
     BadSignature { index: usize, reason: String },
     #[error("it carries more than {MAX_SIGNATURES} signatures")]
     TooManySignatures,
+    #[error("it has more than {MAX_SECTIONS} sections")]
+    TooManySections,
 }
 
 /// A plugin file read as a package. Plain components (no manifest, no signature) are
@@ -87,6 +89,8 @@ pub struct Package {
 /// One top-level section.
 struct Section<'a> {
     offset: usize,
+    /// Where it ends (the next section's offset).
+    end: usize,
     /// The custom section's name, for custom sections.
     custom: Option<&'a str>,
     /// The custom section's data, or the whole body for other sections.
@@ -100,6 +104,7 @@ impl Package {
         let mut signatures = Vec::new();
         let mut signed_len = None;
         for section in sections(bytes)? {
+            let section = section?;
             match section.custom {
                 Some(SIGNATURE_SECTION) => {
                     signed_len.get_or_insert(section.offset);
@@ -152,9 +157,9 @@ pub fn with_manifest(bytes: &[u8], manifest: &Manifest) -> Result<Vec<u8>, Packa
     let mut out = Vec::with_capacity(package.signed_len + 1024);
     out.extend_from_slice(&bytes[..8]);
     for section in sections(&bytes[..package.signed_len])? {
+        let section = section?;
         if section.custom != Some(MANIFEST_SECTION) {
-            let end = section_end(bytes, section.offset)?;
-            out.extend_from_slice(&bytes[section.offset..end]);
+            out.extend_from_slice(&bytes[section.offset..section.end]);
         }
     }
     out.extend_from_slice(&custom_section(MANIFEST_SECTION, &manifest.encode()));
@@ -172,40 +177,65 @@ pub fn with_signature(bytes: &[u8], signature: &Signature) -> Result<Vec<u8>, Pa
     Ok(out)
 }
 
-/// The top-level sections of a WebAssembly file, every length checked.
-fn sections(bytes: &[u8]) -> Result<Vec<Section<'_>>, PackageError> {
+/// The most top-level sections a package may have (a component has a few hundred).
+const MAX_SECTIONS: usize = 100_000;
+
+/// The top-level sections of a WebAssembly file, one at a time, every length checked.
+fn sections(bytes: &[u8]) -> Result<Sections<'_>, PackageError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         return Err(PackageError::Header);
     }
-    let mut out = Vec::new();
-    let mut at = 8;
-    while at < bytes.len() {
-        let offset = at;
-        let cut = PackageError::Truncated { offset };
-        let id = bytes[at];
-        at += 1;
-        let (size, n) = leb_u32(&bytes[at..]).ok_or(cut.clone())?;
-        at += n;
-        let body = bytes.get(at..at + size as usize).ok_or(cut.clone())?;
-        at += size as usize;
-        let (custom, data) = if id == 0 {
-            let (len, n) = leb_u32(body).ok_or(cut.clone())?;
-            let name = body.get(n..n + len as usize).ok_or(cut.clone())?;
-            let name = std::str::from_utf8(name).map_err(|_| cut)?;
-            (Some(name), &body[n + len as usize..])
-        } else {
-            (None, body)
-        };
-        out.push(Section { offset, custom, data });
-    }
-    Ok(out)
+    Ok(Sections { bytes, at: 8, count: 0 })
 }
 
-/// Where the section that begins at `offset` ends.
-fn section_end(bytes: &[u8], offset: usize) -> Result<usize, PackageError> {
-    let cut = PackageError::Truncated { offset };
-    let (size, n) = leb_u32(bytes.get(offset + 1..).ok_or(cut.clone())?).ok_or(cut)?;
-    Ok(offset + 1 + n + size as usize)
+struct Sections<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    count: usize,
+}
+
+impl<'a> Iterator for Sections<'a> {
+    type Item = Result<Section<'a>, PackageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.at >= self.bytes.len() {
+            return None;
+        }
+        self.count += 1;
+        if self.count > MAX_SECTIONS {
+            self.at = self.bytes.len();
+            return Some(Err(PackageError::TooManySections));
+        }
+        let (bytes, offset) = (self.bytes, self.at);
+        let cut = PackageError::Truncated { offset };
+        let section = (|| {
+            let id = bytes[offset];
+            let (size, n) = leb_u32(&bytes[offset + 1..])?;
+            let start = offset + 1 + n;
+            let body = bytes.get(start..start + size as usize)?;
+            let mut section = Section { offset, end: start + size as usize, custom: None, data: body };
+            if id == 0 {
+                let (len, n) = leb_u32(body)?;
+                let name = body.get(n..n + len as usize)?;
+                // A name that is not UTF-8 is none of ours: an ordinary section.
+                if let Ok(name) = std::str::from_utf8(name) {
+                    section.custom = Some(name);
+                    section.data = &body[n + len as usize..];
+                }
+            }
+            Some(section)
+        })();
+        match section {
+            Some(s) => {
+                self.at = s.end;
+                Some(Ok(s))
+            }
+            None => {
+                self.at = bytes.len();
+                Some(Err(cut))
+            }
+        }
+    }
 }
 
 /// An unsigned LEB128 u32 and how many bytes it took.

@@ -162,6 +162,7 @@ impl Store {
         Store { dir }
     }
 
+    /// A blob's file; `digest` is checked to be `sha256:` and 64 hex digits first.
     fn blob(&self, digest: &str) -> PathBuf {
         self.dir.join("blobs").join(format!("{}.wasm", digest.replace(':', "-")))
     }
@@ -169,7 +170,16 @@ impl Store {
     /// What a reference last named: a file per registry, repository and tag (or
     /// `@` and the manifest's digest).
     fn tag(&self, r: &Reference, digest: Option<&str>) -> PathBuf {
-        let safe = |s: &str| s.replace(['/', ':'], "_");
+        // One file name per part, whatever the reference holds: every byte but letters,
+        // digits and `-` written as `_XX`, so that no two names meet and none is `..`.
+        let safe = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => (b as char).to_string(),
+                    _ => format!("_{b:02x}"),
+                })
+                .collect::<String>()
+        };
         let name = match digest.or(r.digest()) {
             Some(d) => format!("@{}", safe(d)),
             None => safe(r.tag().unwrap_or("latest")),
@@ -186,6 +196,9 @@ impl Store {
 
     /// A stored blob, checked against its digest again (a store is a cache, not a trust root).
     fn read(&self, digest: &str) -> Option<PathBuf> {
+        if !is_digest(digest) {
+            return None;
+        }
         let path = self.blob(digest);
         let bytes = std::fs::read(&path).ok()?;
         (format!("sha256:{}", hex(&sha256(&bytes))) == digest).then_some(path)
@@ -231,6 +244,9 @@ impl Store {
                 .find(|l| l.media_type == LAYER_MEDIA_TYPE)
                 .ok_or_else(|| anyhow::anyhow!("{} holds no `{LAYER_MEDIA_TYPE}` layer: not a plugin", r.whole()))?
                 .clone();
+            if !is_digest(&layer.digest) {
+                bail!("{}: its layer's digest is not `sha256:` and 64 hex digits", r.whole());
+            }
             if layer.size < 0 || layer.size as u64 > MAX_BYTES {
                 bail!("{}: its layer is {} bytes, more than the {MAX_BYTES} a plugin may have", r.whole(), layer.size);
             }
@@ -276,6 +292,12 @@ impl Store {
             Err(e) => Err(e),
         }
     }
+}
+
+/// `sha256:` and 64 lower-case hex digits: the only digests this store keeps.
+fn is_digest(d: &str) -> bool {
+    d.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 /// Marks a pull that failed because the registry could not be reached.

@@ -240,3 +240,64 @@ fn globs() {
     assert!(!glob("abc", "abcd"));
     assert!(glob("*", ""));
 }
+
+#[test]
+fn a_tenant_rule_narrows_the_hosts_trust_and_never_widens_it() {
+    let hex = super::hex(key(1).verifying_key().as_bytes());
+    let host = trust_in(&format!(
+        "vetted = false\ndigests = [\"sha256:{}\"]\n[[key]]\nname = \"team-a\"\npublic-key = \"{hex}\"\n",
+        "0".repeat(64)
+    ));
+    // "any": the host's policy as it is (a signed-only host stays signed-only).
+    let any = host.narrowed("tenant[0]".into(), true, None);
+    assert!(!any.any && !any.vetted && any.keys.len() == 1 && any.digests.len() == 1);
+    // "vetted": no keys, no digests, and installed plugins only if the host runs them.
+    let vetted = host.narrowed("tenant[0]".into(), false, Some(&[]));
+    assert!(!vetted.any && !vetted.vetted && vetted.keys.is_empty() && vetted.digests.is_empty());
+    assert!(vetted.rule.starts_with("tenant[0] under the trust policy /etc/wasmtap/trust.toml"), "{}", vetted.rule);
+    // "signed" by named keys: those keys only.
+    let named = host.narrowed("t".into(), false, Some(&["team-b".to_string()]));
+    assert!(named.keys.is_empty() && named.digests.is_empty());
+    // No trust file: a tenant rule is the whole rule.
+    let open = Trust::anything().narrowed("tenant[1]".into(), false, Some(&[]));
+    assert_eq!((open.rule.as_str(), open.any, open.vetted), ("tenant[1]", false, true));
+}
+
+#[test]
+fn hostile_packages_cost_little_to_refuse() {
+    // A glob that would take quadratic time by backtracking takes a substring search a part.
+    let text = "a".repeat(4096);
+    let pattern = format!("*{}b", "a".repeat(1000));
+    let started = std::time::Instant::now();
+    for _ in 0..256 {
+        assert!(!glob(&pattern, &text));
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    // Empty sections by the million: refused past the cap, without a list of them all.
+    let many = [component(), [1u8, 0].repeat(200_000)].concat();
+    assert_eq!(Package::parse(&many).unwrap_err(), PackageError::TooManySections);
+    // A signature made with an algorithm this host does not know: read, never holding.
+    let bytes = with_manifest(&component(), &manifest()).unwrap();
+    let p = Package::parse(&bytes).unwrap();
+    let mut other = sign::sign(&key(1), "a", &p.digest);
+    other.algorithm = "ml-dsa-65".into();
+    let both = with_signature(&with_signature(&bytes, &other).unwrap(), &sign::sign(&key(1), "a", &p.digest)).unwrap();
+    assert_eq!(team_a().admit(&Package::parse(&both).unwrap(), Origin::File), Ok(Admitted::SignedBy("team-a".into())));
+    let only = with_signature(&bytes, &other).unwrap();
+    let e = team_a().admit(&Package::parse(&only).unwrap(), Origin::File).unwrap_err();
+    assert!(e.contains("this wasmtap verifies ed25519"), "{e}");
+    // Control characters in what is printed: refused.
+    let mut m = manifest();
+    m.description = "ok\x1b[2J".into();
+    let bad = [component(), custom_section(MANIFEST_SECTION, &m.encode())].concat();
+    assert!(Package::parse(&bad).unwrap_err().to_string().contains("control characters"));
+    // 17 signatures: refused.
+    let mut many_sigs = bytes.clone();
+    for _ in 0..MAX_SIGNATURES {
+        many_sigs = with_signature(&many_sigs, &sign::sign(&key(1), "a", &p.digest)).unwrap();
+    }
+    assert_eq!(
+        with_signature(&many_sigs, &sign::sign(&key(1), "a", &p.digest)).unwrap_err(),
+        PackageError::TooManySignatures
+    );
+}

@@ -218,15 +218,20 @@ impl Trust {
         Err(format!("refused by {} (it runs {}): {why}", self.rule, self.runs()))
     }
 
-    /// This policy narrowed to what a tenant rule allows: the vetted plugins, and
-    /// plugins signed by the named keys (every key when `keys` is `None`).
+    /// This policy narrowed to what a tenant rule allows, never widened: with `any`,
+    /// the policy as it is; else its vetted plugins (if it runs them) and plugins signed
+    /// by its keys named in `keys` (every key, and its digests, when `keys` is `None`).
     pub fn narrowed(&self, rule: String, any: bool, keys: Option<&[String]>) -> Trust {
+        let rule = if *self == Trust::anything() { rule } else { format!("{rule} under the {}", self.rule) };
+        if any {
+            return Trust { rule, ..self.clone() };
+        }
         Trust {
             rule,
-            any,
-            vetted: true,
+            any: false,
+            vetted: self.vetted,
             keys: self.keys.iter().filter(|k| keys.is_none_or(|names| names.contains(&k.name))).cloned().collect(),
-            digests: if !any && keys.is_none() { self.digests.clone() } else { Vec::new() },
+            digests: if keys.is_none() { self.digests.clone() } else { Vec::new() },
         }
     }
 }

@@ -509,7 +509,13 @@ fn check_run(
     let mut quota = None;
     let mut trust = None;
     let rule = match tenant {
-        None => "root".to_string(),
+        None => {
+            // Root's run holds to the daemon's trust policy, as root's own runs do.
+            if let Some(path) = &state.trust_path {
+                argv.extend(["--trust".to_string(), path.display().to_string()]);
+            }
+            "root".to_string()
+        }
         Some((t, i)) => {
             let rule = where_(t.line, i);
             let is_file = |p: &str| p.contains('/') || p.ends_with(".wasm");
