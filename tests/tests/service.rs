@@ -103,6 +103,22 @@ impl Daemon {
         self.dir.join("wasmtap")
     }
 
+    /// A directory of user `i`'s own, holding a copy of each fixture in `plugins`
+    /// (`NAME.wasm`), all owned by the user.
+    fn home(&self, users: &Users, i: usize, plugins: &[&str]) -> PathBuf {
+        let mine = self.dir.join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        let mut owned = vec![mine.clone()];
+        for p in plugins {
+            std::fs::copy(wasm(p), mine.join(format!("{p}.wasm"))).unwrap();
+            owned.push(mine.join(format!("{p}.wasm")));
+        }
+        for p in owned {
+            std::os::unix::fs::chown(&p, Some(users.0[i].1), Some(users.0[i].2)).unwrap();
+        }
+        mine
+    }
+
     fn getppid_loop(&self) -> PathBuf {
         self.dir.join("getppid_loop")
     }
@@ -810,11 +826,7 @@ fn a_tenant_allowed_any_plugin_sends_its_own_file_and_cannot_send_what_it_cannot
     let d = Daemon::start("any", &policy);
     // Its own plugin file, a relative path from its own directory: the client opens it as
     // the user and sends it; the run loads what was sent and counts exactly.
-    let mine = d.dir.join("mine");
-    std::fs::create_dir(&mine).unwrap();
-    std::fs::copy(wasm("countcheck"), mine.join("countcheck.wasm")).unwrap();
-    std::os::unix::fs::chown(&mine, Some(users.0[0].1), Some(users.0[0].2)).unwrap();
-    std::os::unix::fs::chown(mine.join("countcheck.wasm"), Some(users.0[0].1), Some(users.0[0].2)).unwrap();
+    let mine = d.home(&users, 0, &["countcheck"]);
     let cmd = format!("{} 20000", d.getppid_loop().display());
     let o = run(d.run(&users, 0, &["./countcheck.wasm", "--param", "top=0", "-c", &cmd]).current_dir(&mine));
     let (out, err) = (stdout(&o), stderr(&o));
@@ -912,10 +924,8 @@ fn a_tenant_allowed_signed_plugins_runs_one_signed_by_a_trusted_key_and_nothing_
     let trust = "vetted = true\n[[key]]\nname = \"team-a\"\npublic-key = \"team-a.pub\"\n";
     let d = Daemon::start_trusting("sig", &policy, Some(trust));
     // The tenant's own directory, with countcheck packed, and signed by team-a or team-b or not at all.
-    let mine = d.dir.join("mine");
-    std::fs::create_dir(&mine).unwrap();
+    let mine = d.home(&users, 0, &[]);
     let (uid, gid) = (users.0[0].1, users.0[0].2);
-    std::os::unix::fs::chown(&mine, Some(uid), Some(gid)).unwrap();
     for (file, key) in [("by-a.wasm", Some("team-a")), ("by-b.wasm", Some("team-b")), ("unsigned.wasm", None)] {
         let path = mine.join(file);
         std::fs::copy(wasm("countcheck"), &path).unwrap();
@@ -991,12 +1001,7 @@ fn a_tenant_plugin_that_allocates_without_bound_is_stopped_alone_and_the_other_t
     let policy = one_tenant(&users, 0, &["syscall"], "any", "[tenant.quotas]\nmemory_mib = 32\n")
         + &one_tenant(&users, 1, &["syscall"], "vetted", "");
     let d = Daemon::start("mem", &policy);
-    let mine = d.dir.join("mine");
-    std::fs::create_dir(&mine).unwrap();
-    std::fs::copy(wasm("membomb"), mine.join("membomb.wasm")).unwrap();
-    for p in [mine.clone(), mine.join("membomb.wasm")] {
-        std::os::unix::fs::chown(&p, Some(users.0[0].1), Some(users.0[0].2)).unwrap();
-    }
+    let mine = d.home(&users, 0, &["membomb"]);
     let loop_a = format!("{} 200000", d.getppid_loop().display());
     let loop_b = format!("{} 300000", d.getppid_loop().display());
     let mut bomb = d.run(&users, 0, &["./membomb.wasm", "--memory-mib", "512", "-c", &loop_a]);

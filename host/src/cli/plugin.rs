@@ -13,9 +13,9 @@ use crate::limits::Limits;
 use crate::package::manifest::{Capability, Extra};
 use crate::package::sign;
 use crate::package::trust::{Origin, Trust};
-use crate::package::{self, Manifest, Package};
+use crate::package::{self, write_atomic, Manifest, Package};
 use crate::plugin::{self, find, params};
-use crate::sandbox::cache::{self, MAX_PLUGIN_BYTES};
+use crate::sandbox::cache;
 use crate::sandbox::Sandbox;
 
 #[derive(Subcommand, Debug)]
@@ -183,27 +183,10 @@ pub fn run(command: PluginCommand) -> anyhow::Result<Outcome> {
 
 /// A plugin file's bytes and package.
 fn read(path: &Path) -> anyhow::Result<(Vec<u8>, Package)> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read plugin {}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_PLUGIN_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_PLUGIN_BYTES {
-        bail!("plugin {} is larger than {} MiB", path.display(), MAX_PLUGIN_BYTES >> 20);
-    }
+    let bytes = cache::read_plugin(path)?;
     let package =
         Package::parse(&bytes).with_context(|| format!("plugin {} is not a valid package", path.display()))?;
     Ok((bytes, package))
-}
-
-/// Write `bytes` to `path` whole or not at all (a temporary file beside it, renamed).
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!("wasm.tmp-{}", std::process::id()));
-    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        bail!("cannot write {}: {e}", path.display());
-    }
-    Ok(())
 }
 
 fn inspect(args: InspectArgs) -> anyhow::Result<Outcome> {

@@ -144,6 +144,17 @@ impl Package {
     }
 }
 
+/// Write `bytes` to `path` whole or not at all: a temporary file beside it, renamed.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension(format!("wasm.tmp-{}", std::process::id()));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::bail!("cannot write {}: {e}", path.display());
+    }
+    Ok(())
+}
+
 /// `sha256:` and a digest in hex.
 pub fn digest_text(digest: &Digest) -> String {
     format!("sha256:{}", hex(digest))

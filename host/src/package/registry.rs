@@ -28,7 +28,7 @@ use oci_client::manifest::OciImageManifest;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::{hex, sha256, Package};
+use super::{digest_text, sha256, write_atomic, Package};
 
 /// The layer's media type: a WebAssembly component.
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
@@ -115,7 +115,7 @@ pub fn push(file: &Path, arg: &str) -> anyhow::Result<String> {
         notes.insert("dev.wasmtap.signers".to_string(), signers.join(", "));
     }
     notes.insert("dev.wasmtap.package-digest".to_string(), package.digest_text());
-    let layer_digest = format!("sha256:{}", hex(&sha256(&bytes)));
+    let layer_digest = digest_text(&sha256(&bytes));
     let config = serde_json::json!({
         "architecture": "wasm",
         "os": "wasip2",
@@ -148,8 +148,6 @@ pub struct Pulled {
     pub path: PathBuf,
     /// `sha256:…` of the layer (the whole file).
     pub digest: String,
-    /// Served from the store without asking the registry.
-    pub from_store: bool,
 }
 
 impl Store {
@@ -201,17 +199,14 @@ impl Store {
         }
         let path = self.blob(digest);
         let bytes = std::fs::read(&path).ok()?;
-        (format!("sha256:{}", hex(&sha256(&bytes))) == digest).then_some(path)
+        (digest_text(&sha256(&bytes)) == digest).then_some(path)
     }
 
     fn keep(&self, digest: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
         let path = self.blob(digest);
         let dir = path.parent().expect("blobs/");
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create the package store {}", dir.display()))?;
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, bytes)
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write_atomic(&path, bytes)?;
         Ok(path)
     }
 
@@ -222,7 +217,7 @@ impl Store {
         // A reference by digest names one package forever: the store answers it.
         if r.digest().is_some() {
             if let Some((digest, path)) = self.stored(&tag_file) {
-                return Ok(Pulled { path, digest, from_store: true });
+                return Ok(Pulled { path, digest });
             }
         }
         let client = client_for(&r);
@@ -251,11 +246,11 @@ impl Store {
                 bail!("{}: its layer is {} bytes, more than the {MAX_BYTES} a plugin may have", r.whole(), layer.size);
             }
             if let Some(path) = self.read(&layer.digest) {
-                return Ok((manifest_digest, layer.digest.clone(), path, true));
+                return Ok((manifest_digest, layer.digest.clone(), path));
             }
             let mut sink = Capped { bytes: Vec::new(), max: MAX_BYTES as usize };
             client.pull_blob(&r, &layer, &mut sink).await.map_err(|e| failed(&r, "pull", e))?;
-            let actual = format!("sha256:{}", hex(&sha256(&sink.bytes)));
+            let actual = digest_text(&sha256(&sink.bytes));
             if actual != layer.digest {
                 bail!(
                     "registry {} served a blob for {} whose digest is {actual}, not {}: refused",
@@ -265,10 +260,10 @@ impl Store {
                 );
             }
             let path = self.keep(&layer.digest, &sink.bytes)?;
-            Ok((manifest_digest, layer.digest.clone(), path, false))
+            Ok((manifest_digest, layer.digest.clone(), path))
         });
         match fetched {
-            Ok((manifest_digest, digest, path, _)) => {
+            Ok((manifest_digest, digest, path)) => {
                 // Remember what the tag, and the manifest's digest, name now.
                 for file in [tag_file.clone(), self.tag(&r, Some(&manifest_digest))] {
                     if let Some(parent) = file.parent() {
@@ -276,7 +271,7 @@ impl Store {
                         let _ = std::fs::write(&file, format!("{digest} {manifest_digest}\n"));
                     }
                 }
-                Ok(Pulled { path, digest, from_store: false })
+                Ok(Pulled { path, digest })
             }
             Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
                 // The registry could not answer: what the store last had for this reference.
@@ -284,7 +279,7 @@ impl Store {
                     Some((digest, path)) => {
                         let e = e.root_cause();
                         eprintln!("wasmtap: {e}; using {} from the local store ({digest})", r.whole());
-                        Ok(Pulled { path, digest, from_store: true })
+                        Ok(Pulled { path, digest })
                     }
                     None => Err(e),
                 }

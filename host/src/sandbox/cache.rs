@@ -192,7 +192,7 @@ fn uncached(engine: &Engine, bytes: &[u8], reason: String) -> wasmtime::Result<(
 
 /// Read a plugin file, refusing one larger than [`MAX_PLUGIN_BYTES`] before reading it all
 /// (a device or a growing file is caught by the bounded read).
-pub(super) fn read_plugin(path: &Path) -> Result<Vec<u8>, SandboxError> {
+pub fn read_plugin(path: &Path) -> Result<Vec<u8>, SandboxError> {
     let read_err = |source| SandboxError::Read { path: path.into(), source };
     let too_large = |bytes| SandboxError::TooLarge { path: path.into(), bytes, max: MAX_PLUGIN_BYTES };
     let file = File::open(path).map_err(read_err)?;

@@ -231,7 +231,9 @@ impl Sandbox {
             .trust
             .admit(&package, origin)
             .map_err(|reason| SandboxError::Untrusted { path: path.into(), reason })?;
-        let digest = cache::sha256(&bytes);
+        // The compiled code is keyed by the whole file; without signatures the package's
+        // digest is that already.
+        let digest = if package.signed_len == bytes.len() { package.digest } else { cache::sha256(&bytes) };
         let (component, outcome) = self
             .cache
             .component_with_digest(&self.engine, &bytes, &digest)

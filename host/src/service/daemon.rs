@@ -382,25 +382,25 @@ const PLUGIN_MAX: u64 = 64 << 20;
 /// (what the user could read; a descriptor opened only as a path reads nothing), at most
 /// [`PLUGIN_MAX`] bytes, and never changed afterwards under the run that loads it.
 fn copy_plugins(sent: Vec<(String, OwnedFd)>, trust: Option<&Trust>) -> Result<Vec<(String, OwnedFd)>, String> {
-    use std::io::{Read, Seek};
+    use std::io::{Read, Seek, Write};
     let mut copies = Vec::new();
     for (name, fd) in sent {
         let fail = |why: String| format!("plugin file {name}: {why}");
         let mut file = std::fs::File::from(fd);
         let _ = file.rewind();
-        let mut copy = crate::sys::memfd("wasmtap-plugin").map_err(|e| fail(e.to_string()))?;
-        let n = std::io::copy(&mut (&mut file).take(PLUGIN_MAX + 1), &mut copy)
-            .map_err(|e| fail(format!("cannot read it: {e}")))?;
-        if n > PLUGIN_MAX {
+        // Read once: the bytes checked are the bytes the sealed copy holds.
+        let mut bytes = Vec::new();
+        (&mut file).take(PLUGIN_MAX + 1).read_to_end(&mut bytes).map_err(|e| fail(format!("cannot read it: {e}")))?;
+        if bytes.len() as u64 > PLUGIN_MAX {
             return Err(fail(format!("larger than {} MiB", PLUGIN_MAX >> 20)));
         }
-        crate::sys::seal(&copy).map_err(|e| fail(e.to_string()))?;
         if let Some(trust) = trust {
-            let mut bytes = Vec::with_capacity(n as usize);
-            copy.rewind().and_then(|()| (&copy).read_to_end(&mut bytes)).map_err(|e| fail(e.to_string()))?;
             let package = Package::parse(&bytes).map_err(|e| format!("plugin `{name}` is not a valid package: {e}"))?;
             trust.admit(&package, Origin::File).map_err(|why| format!("plugin `{name}` {why}"))?;
         }
+        let mut copy = crate::sys::memfd("wasmtap-plugin").map_err(|e| fail(e.to_string()))?;
+        copy.write_all(&bytes).map_err(|e| fail(e.to_string()))?;
+        crate::sys::seal(&copy).map_err(|e| fail(e.to_string()))?;
         copies.push((name, OwnedFd::from(copy)));
     }
     Ok(copies)
