@@ -3,6 +3,7 @@
 //! (so no event is missed).
 #![allow(unsafe_code)]
 
+pub mod bpf;
 pub mod creds;
 pub mod fds;
 pub mod seccomp;

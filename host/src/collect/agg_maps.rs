@@ -322,6 +322,13 @@ impl KernelValues {
         let comm_ids = HashMap::try_from(comm_ids).map_err(|e| e.to_string())?;
         let comm_values = PerCpuArray::try_from(comm_values).map_err(|e| e.to_string())?;
         let sys_hist = PerCpuArray::try_from(sys_hist).map_err(|e| e.to_string())?;
+        // The sizes `take` needs, asked now: the number of CPUs is read from a file, which
+        // the dispatch thread may no longer open once confined.
+        {
+            use aya::maps::IterableMap;
+            use std::os::fd::AsFd;
+            crate::sys::bpf::map_sizes(map.map().fd().as_fd()).map_err(|e| format!("aggregation map: {e}"))?;
+        }
         Ok(KernelValues { map, array, comm_ids, comm_values, sys_hist })
     }
 
@@ -412,13 +419,32 @@ impl KernelValues {
         Ok(())
     }
 
-    /// Forget keys of aggregation `agg` in the hash (min and max cannot be reset by
-    /// subtraction, and are never kept in the array: the dispatch thread may delete map
-    /// elements but not write them).
-    pub fn remove(&mut self, agg: u32, keys: &[RawKey]) {
+    /// Take keys of aggregation `agg` out of the hash, each read and deleted in one step
+    /// (min and max cannot be reset by subtraction, and are never kept in the array: the
+    /// dispatch thread may delete map elements but not write them). What is written to a
+    /// key until it is taken is in its value; what comes after makes a new key, for the
+    /// next read. A key already gone is left out.
+    pub fn take(&mut self, agg: u32, keys: &[RawKey]) -> Result<Vec<(RawKey, RawValue)>, String> {
+        use aya::maps::IterableMap;
+        use std::os::fd::AsFd;
+        let fd = self.map.map().fd().as_fd();
+        let (_, size) = crate::sys::bpf::map_sizes(fd).map_err(|e| format!("aggregation map: {e}"))?;
+        let mut buf = vec![0u8; size];
+        let stride = 32usize.div_ceil(8) * 8;
+        let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            let _ = self.map.remove(&encode_key(agg, key));
+            let found = crate::sys::bpf::map_lookup_and_delete(fd, &encode_key(agg, key), &mut buf)
+                .map_err(|e| format!("aggregation map: {e}"))?;
+            if !found {
+                continue;
+            }
+            let mut v = RawValue::default();
+            for cpu in buf.chunks_exact(stride) {
+                v.merge(&decode_value(cpu.try_into().unwrap_or(&[0; 32])));
+            }
+            out.push((*key, v));
         }
+        Ok(out)
     }
 }
 

@@ -33,12 +33,14 @@ impl Aggregations {
                 let values = values.as_mut().ok_or("the aggregation collector is not running")?;
                 let cumulative = values.read(id, spec.slots)?;
                 if matches!(spec.func, Func::Min | Func::Max) {
-                    // Extremes cannot be subtracted: a reset forgets the keys instead.
+                    // Extremes cannot be subtracted: a reset takes the keys out instead,
+                    // each read and deleted at once, so no update between is lost.
                     if reset {
                         let keys: Vec<RawKey> = cumulative.iter().map(|(k, _)| *k).collect();
-                        values.remove(id, &keys);
+                        values.take(id, &keys)?
+                    } else {
+                        cumulative
                     }
-                    cumulative
                 } else {
                     // Counts, sums and buckets only grow: a reset remembers them and later
                     // reads subtract, so nothing that happens between two reads is lost.
