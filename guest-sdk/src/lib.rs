@@ -245,6 +245,7 @@ mod params;
 mod prop_tests;
 mod runtime;
 mod stack;
+pub mod syscalls;
 pub mod test_records;
 mod tracepoint;
 mod types;

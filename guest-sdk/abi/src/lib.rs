@@ -22,6 +22,7 @@
 #![no_std]
 
 pub mod hist;
+pub mod linux;
 #[cfg(test)]
 mod prop_tests;
 mod syscalls;

@@ -218,7 +218,15 @@ fn inspect(args: InspectArgs) -> anyhow::Result<Outcome> {
         };
         println!("signed by: {}: {state}", s.signer);
     }
-    match trust.admit(&package, origin) {
+    let imports = crate::sandbox::link::tapset_imports(&bytes).unwrap_or_default();
+    for i in &imports {
+        let found = crate::package::index::tapset(&i.tapset)
+            .map_or_else(|| "NOT INSTALLED".to_string(), |p| format!("from {}", p.display()));
+        println!("links:     {} ({found})", i.import);
+    }
+    let is_tapset = package.manifest.as_ref().is_some_and(Manifest::is_tapset);
+    let verdict = if is_tapset { trust.admit_tapset(&package) } else { trust.admit(&package, origin) };
+    match verdict {
         Ok(why) => println!("runs:      yes: {} ({})", admitted(&why), trust.rule),
         Err(why) => println!("runs:      no, {why}"),
     }
@@ -232,6 +240,7 @@ fn admitted(a: &crate::package::trust::Admitted) -> String {
         Admitted::Vetted => "an installed plugin".into(),
         Admitted::Digest => "its digest is listed".into(),
         Admitted::SignedBy(name) => format!("signed by {name}"),
+        Admitted::InstalledTapset => "an installed tapset".into(),
     }
 }
 
@@ -245,6 +254,9 @@ fn print_manifest(m: &Manifest) {
         println!("authors:   {}", m.authors.join(", "));
     }
     println!("built for: {}", m.world);
+    if m.is_tapset() {
+        println!("offers:    {} (a tapset: plugins that import it link it at load)", m.exports.join(", "));
+    }
     println!("probes:    {}", if m.probes.is_empty() { "none".into() } else { m.probes.join(", ") });
     let caps: Vec<&str> = m.capabilities.iter().map(|c| c.name()).collect();
     println!("needs:     {}", if caps.is_empty() { "nothing beyond events".into() } else { caps.join(", ") });
@@ -307,7 +319,17 @@ fn pack(args: PackArgs) -> anyhow::Result<Outcome> {
             if let Some(dir) = &args.krate {
                 from_crate(dir, &mut extra)?;
             }
-            derive(&args.file, &args.params, &extra)?
+            let (bytes, _) = read(&args.file)?;
+            let exports = crate::sandbox::link::exports(&bytes)
+                .map_err(|e| anyhow::anyhow!("{} is not a component: {e}", args.file.display()))?;
+            if crate::sandbox::link::is_tapset(&exports) {
+                let description =
+                    args.krate.as_deref().map(crate_description).transpose()?.flatten().unwrap_or_default();
+                Manifest::tapset(&exports, &description, &extra)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?
+            } else {
+                derive(&args.file, &args.params, &extra)?
+            }
         }
     };
     let (bytes, _) = read(&args.file)?;
@@ -323,6 +345,14 @@ fn pack(args: PackArgs) -> anyhow::Result<Outcome> {
         manifest.probes.join(", ")
     );
     Ok(Outcome::Clean)
+}
+
+/// The `description` of a crate's Cargo.toml.
+fn crate_description(dir: &Path) -> anyhow::Result<Option<String>> {
+    let path = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: toml::Table = toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+    Ok(doc.get("package").and_then(|p| p.get("description")).and_then(|d| d.as_str()).map(str::to_string))
 }
 
 fn extra(args: &PackArgs) -> Extra {

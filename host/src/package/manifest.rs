@@ -52,6 +52,11 @@ pub struct Manifest {
     /// run's `--output-budget` is what holds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_budget: Option<u64>,
+    /// A tapset's: the interfaces it offers plugins (`wasmtap:syscalls/decode@0.1.0`).
+    /// A tapset asks for no probe and no capability; it runs inside each plugin that
+    /// links it, under that plugin's manifest and limits.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<String>,
 }
 
 /// One parameter, as `info` declares it.
@@ -123,7 +128,43 @@ impl Manifest {
             probes: probes.into_iter().collect(),
             capabilities,
             output_budget: extra.output_budget,
+            exports: Vec::new(),
         }
+    }
+
+    /// The manifest of a tapset offering `exports` (its package's interfaces, all of one
+    /// version): named after the package, versioned as its interfaces.
+    pub fn tapset(exports: &[String], description: &str, extra: &Extra) -> Result<Manifest, String> {
+        let first = exports.first().ok_or("exports no interface: not a tapset")?;
+        let (package, rest) = first.split_once('/').ok_or_else(|| format!("`{first}` is not an interface"))?;
+        let name = package.strip_prefix("wasmtap:").ok_or_else(|| format!("`{first}` is not a wasmtap: interface"))?;
+        let version = rest.split_once('@').map(|(_, v)| v).ok_or_else(|| format!("`{first}` has no version"))?;
+        if let Some(other) =
+            exports.iter().find(|e| !e.starts_with(&format!("{package}/")) || !e.ends_with(&format!("@{version}")))
+        {
+            return Err(format!(
+                "offers `{first}` and `{other}`: a tapset offers the interfaces of one package and version"
+            ));
+        }
+        Ok(Manifest {
+            format: FORMAT,
+            name: name.to_string(),
+            version: version.to_string(),
+            description: description.to_string(),
+            license: extra.license.clone(),
+            authors: extra.authors.clone(),
+            world: format!("{package}/tapset@{version}"),
+            params: Vec::new(),
+            probes: Vec::new(),
+            capabilities: BTreeSet::new(),
+            output_budget: None,
+            exports: exports.to_vec(),
+        })
+    }
+
+    /// Whether it describes a tapset rather than a plugin.
+    pub fn is_tapset(&self) -> bool {
+        !self.exports.is_empty()
     }
 
     /// Declare what `other` declares too (another plan of the same plugin).
@@ -139,12 +180,17 @@ impl Manifest {
         if m.format != FORMAT {
             return Err(format!("format {} (this wasmtap reads format {FORMAT})", m.format));
         }
-        if m.probes.len() > MAX_PROBES {
-            return Err(format!("{} probes declared, at most {MAX_PROBES}", m.probes.len()));
+        if m.probes.len() > MAX_PROBES || m.exports.len() > MAX_PROBES {
+            return Err(format!(
+                "{} probes and {} exports declared, at most {MAX_PROBES} each",
+                m.probes.len(),
+                m.exports.len()
+            ));
         }
         let texts = [&m.name, &m.version, &m.world]
             .into_iter()
             .chain(&m.probes)
+            .chain(&m.exports)
             .chain(&m.authors)
             .chain(m.license.iter())
             .chain(m.params.iter().map(|p| &p.name));

@@ -19,6 +19,7 @@
 //! plan against it), [`sign`] (keys, signing, verifying), [`trust`] (the operator's
 //! policy of what may run).
 
+pub mod index;
 pub mod manifest;
 pub mod registry;
 pub mod sign;

@@ -6,6 +6,8 @@
 //! vetted = true                  # the plugins installed with wasmtap (default true)
 //! any = false                    # anything at all (default false once the file exists)
 //! digests = ["sha256:…"]         # these exact packages
+//! tapsets = "installed"          # tapsets of the package index link into any plugin
+//!                                # that runs (default); "policy": held to the rules above
 //!
 //! [[key]]
 //! name = "team-a"                # a plugin signed by this key runs
@@ -40,6 +42,15 @@ pub struct Trust {
     pub keys: Vec<TrustedKey>,
     /// `sha256:…` of packages that run whoever signed them.
     pub digests: Vec<String>,
+    /// Whether a tapset installed in the package index links into any plugin that runs
+    /// (it is part of the installation: it asks for nothing, and runs inside the plugin,
+    /// under its limits); otherwise tapsets are held to the rules plugins are.
+    #[serde(default = "installed_tapsets")]
+    pub installed_tapsets: bool,
+}
+
+fn installed_tapsets() -> bool {
+    true
 }
 
 /// A key whose signatures are trusted.
@@ -67,6 +78,8 @@ pub enum Admitted {
     Digest,
     /// Signed by the trusted key of this name.
     SignedBy(String),
+    /// A tapset of the package index, under `tapsets = "installed"`.
+    InstalledTapset,
 }
 
 /// A trust policy that does not hold: the line and key that are wrong.
@@ -81,7 +94,14 @@ pub enum TrustError {
 impl Trust {
     /// Anything runs: no policy.
     pub fn anything() -> Trust {
-        Trust { rule: "no trust policy".into(), any: true, vetted: true, keys: Vec::new(), digests: Vec::new() }
+        Trust {
+            rule: "no trust policy".into(),
+            any: true,
+            vetted: true,
+            keys: Vec::new(),
+            digests: Vec::new(),
+            installed_tapsets: true,
+        }
     }
 
     /// The policy a run holds to: `path` if given; else the default file if it exists;
@@ -123,7 +143,15 @@ impl Trust {
             vetted: raw.vetted.unwrap_or(true),
             keys: Vec::new(),
             digests: Vec::new(),
+            installed_tapsets: true,
         };
+        if let Some(t) = &raw.tapsets {
+            trust.installed_tapsets = match t.get_ref().as_str() {
+                "installed" => true,
+                "policy" => false,
+                other => return Err(at(t.span(), "tapsets".into(), format!("`{other}`: \"installed\" or \"policy\""))),
+            };
+        }
         for d in &raw.digests {
             let ok = d
                 .get_ref()
@@ -218,6 +246,15 @@ impl Trust {
         Err(format!("refused by {} (it runs {}): {why}", self.rule, self.runs()))
     }
 
+    /// Whether the tapset `package`, found in the package index, may be linked into a
+    /// plugin this policy admitted; why not, in one line, if not.
+    pub fn admit_tapset(&self, package: &Package) -> Result<Admitted, String> {
+        match self.admit(package, Origin::Vetted) {
+            Err(_) if self.installed_tapsets => Ok(Admitted::InstalledTapset),
+            other => other,
+        }
+    }
+
     /// This policy narrowed to what a tenant rule allows, never widened: with `any`,
     /// the policy as it is; else its vetted plugins (if it runs them) and plugins signed
     /// by its keys named in `keys` (every key, and its digests, when `keys` is `None`).
@@ -232,6 +269,7 @@ impl Trust {
             vetted: self.vetted,
             keys: self.keys.iter().filter(|k| keys.is_none_or(|names| names.contains(&k.name))).cloned().collect(),
             digests: if keys.is_none() { self.digests.clone() } else { Vec::new() },
+            installed_tapsets: self.installed_tapsets,
         }
     }
 }
@@ -245,6 +283,7 @@ struct RawTrust {
     digests: Vec<Spanned<String>>,
     #[serde(default)]
     key: Vec<Spanned<RawKey>>,
+    tapsets: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -1,7 +1,7 @@
 //! Finding a plugin by name: vetted plugins are found without the user knowing where
 //! they live; anything with a `/` or ending in `.wasm` is a path.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::package::trust::Origin;
 
@@ -16,19 +16,10 @@ pub enum FindError {
     Registry(String),
 }
 
-/// Directories searched for installed plugins, in order: the package index. Each holds
-/// packages (`NAME.wasm`, manifested and signed by whoever built them; `./x build` packs
-/// and signs `plugins/` into `target/release/plugins`), so adding a plugin needs no host change.
+/// Directories searched for installed plugins, in order: the package index
+/// ([`crate::package::index`]).
 pub fn search_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(path) = std::env::var_os("WASMTAP_PLUGIN_PATH") {
-        dirs.extend(std::env::split_paths(&path));
-    }
-    if let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
-        dirs.push(exe_dir.join("plugins"));
-        dirs.push(exe_dir.join("../lib/wasmtap/plugins"));
-    }
-    dirs
+    crate::package::index::dirs()
 }
 
 /// Whether a plugin argument names a file rather than an installed plugin.

@@ -21,6 +21,7 @@ pub mod footprint;
 mod host_api;
 mod instance;
 pub mod limiter;
+pub mod link;
 pub mod packed;
 pub mod symbolize;
 
@@ -136,6 +137,12 @@ pub enum SandboxError {
     Package { path: PathBuf, error: crate::package::PackageError },
     #[error("plugin {path} {reason}")]
     Untrusted { path: PathBuf, reason: String },
+    #[error("plugin {path} imports `{import}`, but no tapset `{tapset}` is installed (looked for tapsets/{tapset}.wasm in: {searched})")]
+    NoTapset { path: PathBuf, import: String, tapset: String, searched: String },
+    #[error("tapset {path} (imported by {plugin}) {reason}")]
+    TapsetUntrusted { path: PathBuf, plugin: PathBuf, reason: String },
+    #[error("plugin {path} cannot be linked with its tapsets: {reason}")]
+    Link { path: PathBuf, reason: String },
 }
 
 impl Limits {
@@ -166,9 +173,12 @@ impl Sandbox {
         config.epoch_interruption(true);
         // Per-call overhead drops from ~650 to ~170 ns without the async machinery.
         config.concurrency_support(false);
-        // No plugin toolchain (Rust, C, Python, JavaScript) emits a core module with more
-        // than one memory; the limiter sums memories across core instances anyway.
-        config.wasm_multi_memory(false);
+        // A plugin linked with a tapset calls it through adapters that wasmtime generates,
+        // which read one memory and write the other: they need multi-memory. A module of
+        // any plugin may then have several memories too; the limiter sums every memory of
+        // the store and the footprint counts them before instantiation, so one memory or
+        // many is bounded the same.
+        config.wasm_multi_memory(true);
         let engine = Engine::new(&config).map_err(engine_err)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
@@ -231,15 +241,24 @@ impl Sandbox {
             .trust
             .admit(&package, origin)
             .map_err(|reason| SandboxError::Untrusted { path: path.into(), reason })?;
-        // The compiled code is keyed by the whole file; without signatures the package's
-        // digest is that already.
-        let digest = if package.signed_len == bytes.len() { package.digest } else { cache::sha256(&bytes) };
+        let (bytes, tapsets) = self.link(path, bytes)?;
+        // The compiled code is keyed by the whole file (with its tapsets linked in);
+        // without signatures or tapsets the package's digest is that already.
+        let digest = if package.signed_len == bytes.len() && tapsets.is_empty() {
+            package.digest
+        } else {
+            cache::sha256(&bytes)
+        };
         let (component, outcome) = self
             .cache
             .component_with_digest(&self.engine, &bytes, &digest)
             .map_err(|e| SandboxError::NotAComponent { path: path.into(), reason: first_line(&format!("{e:#}")) })?;
-        let footprint =
+        let mut footprint =
             footprint::of(&bytes).map_err(|reason| SandboxError::Unbounded { path: path.into(), reason })?;
+        // The calls between a plugin and a tapset go through adapters wasmtime generates
+        // and instantiates as one core module of its own per tapset (measured: a plugin
+        // linked with one tapset needs exactly one instance more than its binary shows).
+        footprint.instances += tapsets.len() as u64;
         let mut imported = None;
         for (name, _) in component.component_type().imports(&self.engine) {
             if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
@@ -269,8 +288,71 @@ impl Sandbox {
             footprint,
             package,
             admitted,
+            tapsets,
         })
     }
+
+    /// The plugin's bytes with every tapset it imports linked in (each found in the
+    /// package index and admitted under the trust policy, before anything is compiled),
+    /// and those tapsets; the bytes as they are when it imports none.
+    fn link(&self, path: &Path, bytes: Vec<u8>) -> Result<(Vec<u8>, Vec<LinkedTapset>), SandboxError> {
+        let imports =
+            link::tapset_imports(&bytes).map_err(|reason| SandboxError::NotAComponent { path: path.into(), reason })?;
+        if imports.is_empty() {
+            return Ok((bytes, Vec::new()));
+        }
+        let mut names: Vec<&str> = imports.iter().map(|i| i.tapset.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut linked = Vec::new();
+        let mut parts = Vec::new();
+        for name in names {
+            let Some(tapset_path) = crate::package::index::tapset(name) else {
+                let import = imports.iter().find(|i| i.tapset == name).map(|i| i.import.clone()).unwrap_or_default();
+                let searched: Vec<String> =
+                    crate::package::index::dirs().iter().map(|d| d.display().to_string()).collect();
+                return Err(SandboxError::NoTapset {
+                    path: path.into(),
+                    import,
+                    tapset: name.into(),
+                    searched: searched.join(", "),
+                });
+            };
+            let tapset_bytes = cache::read_plugin(&tapset_path)?;
+            let untrusted = |reason: String| SandboxError::TapsetUntrusted {
+                path: tapset_path.clone(),
+                plugin: path.into(),
+                reason,
+            };
+            let package =
+                Package::parse(&tapset_bytes).map_err(|e| untrusted(format!("is not a valid package: {e}")))?;
+            let admitted = self.trust.admit_tapset(&package).map_err(untrusted)?;
+            let version = package.manifest.as_ref().map_or_else(|| "(no manifest)".to_string(), |m| m.version.clone());
+            linked.push(LinkedTapset {
+                name: name.into(),
+                version: version.clone(),
+                path: tapset_path.clone(),
+                digest: package.digest,
+                admitted,
+            });
+            parts.push((name.to_string(), version, tapset_bytes));
+        }
+        let composed = link::compose(&bytes, &imports, &parts)
+            .map_err(|reason| SandboxError::Link { path: path.into(), reason })?;
+        Ok((composed, linked))
+    }
+}
+
+/// A tapset linked into a plugin.
+#[derive(Clone, Debug)]
+pub struct LinkedTapset {
+    pub name: String,
+    pub version: String,
+    pub path: PathBuf,
+    /// The sha-256 of its signed bytes.
+    pub digest: cache::Digest,
+    /// Why the trust policy let it run.
+    pub admitted: Admitted,
 }
 
 impl Drop for Sandbox {
@@ -298,9 +380,16 @@ pub struct LoadedPlugin {
     package: Package,
     /// Why the trust policy let it run.
     admitted: Admitted,
+    /// The tapsets linked into it.
+    tapsets: Vec<LinkedTapset>,
 }
 
 impl LoadedPlugin {
+    /// The tapsets linked into it, by name.
+    pub fn tapsets(&self) -> &[LinkedTapset] {
+        &self.tapsets
+    }
+
     /// The file the plugin came from.
     pub fn path(&self) -> &Path {
         &self.path

@@ -6,11 +6,11 @@
 //! time the process used, exact (the scheduler's runtime) and split into user and
 //! system time. See README.md.
 
+use wasmtap_sdk::syscalls::wait_status;
 use wasmtap_sdk::{
     export_plugin, Column, ColumnKind, Event, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
     Subscription, TableSpec, Value,
 };
-use wasmtap_syscalls::wait_status;
 
 const NS_PER_MS: u64 = 1_000_000;
 

@@ -6,11 +6,11 @@
 //! execve, and the program's run time (from its exec to its exit). Averages and maxima,
 //! every interval or at the end. See README.md.
 
+use wasmtap_sdk::syscalls::nr;
 use wasmtap_sdk::{
     export_plugin, BoundedMap, Column, ColumnKind, Event, FxHashMap, Interval, Output, ParamKind, ParamSpec, Params,
     Plan, Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
-use wasmtap_syscalls::nr;
 
 const FORKS: [&str; 4] = ["clone", "clone3", "fork", "vfork"];
 /// A longer argument list is cut, with "...".

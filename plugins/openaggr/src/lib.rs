@@ -3,11 +3,11 @@
 //! file (O_CREAT or O_TMPFILE), attempts to open an existing one, successes and
 //! failures, reset every interval. See README.md.
 
+use wasmtap_sdk::syscalls::creates;
 use wasmtap_sdk::{
     export_plugin, wall_ns, BoundedMap, Column, ColumnKind, Comm, Event, Interval, Output, ParamKind, ParamSpec,
     Params, Plan, Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
-use wasmtap_syscalls::creates;
 
 /// Counts of one process in one interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,11 +5,11 @@
 //! call, emitted at its return with the path the kernel read), flags decoded, relative
 //! paths made absolute. See README.md.
 
+use wasmtap_sdk::syscalls::{errno_name, open_flags, parse_open_flags};
 use wasmtap_sdk::{
     export_plugin, Column, ColumnKind, Event, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
     Subscription, TableSpec, Value,
 };
-use wasmtap_syscalls::{errno_name, open_flags, parse_open_flags};
 
 /// What a user can narrow the rows to.
 #[derive(Debug, Default)]
@@ -103,13 +103,14 @@ impl Plugin for Opensnoop {
         if !path.contains(self.only.path.as_str()) {
             return;
         }
-        let (fd, err) = if ret >= 0 { (ret, "-") } else { (-1, errno_name(ret).unwrap_or("?")) };
+        let (fd, err) =
+            if ret >= 0 { (ret, "-".to_string()) } else { (-1, errno_name(ret).unwrap_or_else(|| ret.to_string())) };
         let mut row = Vec::with_capacity(8);
         row.push(Value::from(ev.ts_ns()));
         row.push(Value::from(ev.pid()));
         row.push(Value::Text(ev.comm().into_owned()));
         row.push(Value::Int(fd));
-        row.push(Value::Text(if err == "?" { ret.to_string() } else { err.to_string() }));
+        row.push(Value::Text(err));
         if self.latency {
             row.push(Value::from(open.latency_ns() / 1000));
         }
@@ -121,7 +122,7 @@ impl Plugin for Opensnoop {
 
 /// `flags` has every flag of `wanted`, and the access mode `mode` if one is given.
 fn has_flags(flags: u64, wanted: u64, mode: Option<u64>) -> bool {
-    flags & wanted == wanted && mode.is_none_or(|m| flags & wasmtap_syscalls::o::ACCMODE == m)
+    flags & wanted == wanted && mode.is_none_or(|m| flags & wasmtap_sdk::syscalls::o::ACCMODE == m)
 }
 
 export_plugin!(Opensnoop);

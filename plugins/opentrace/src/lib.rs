@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
+use wasmtap_sdk::syscalls::{format_ret, open_flags};
 use wasmtap_sdk::{export_plugin, Event, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo, Subscription};
-use wasmtap_syscalls::{format_ret, open_flags};
 
 struct Opentrace {
     path: String,

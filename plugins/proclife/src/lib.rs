@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
+use wasmtap_sdk::syscalls::{errno_name, wait_status};
 use wasmtap_sdk::{
     export_plugin, BoundedMap, BoundedSet, Column, ColumnKind, Event, Output, ParamKind, ParamSpec, Params, Plan,
     Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
-use wasmtap_syscalls::{errno_name, wait_status};
 
 /// How long an event is held before it is printed, so that the later-drained events of
 /// another collector can be put before it.
@@ -113,8 +113,11 @@ impl Plugin for Proclife {
                 if !self.is_followed(pid) {
                     return;
                 }
-                let ret =
-                    if e.ret() == 0 { "0".to_string() } else { errno_name(i64::from(e.ret())).unwrap_or("?").into() };
+                let ret = if e.ret() == 0 {
+                    "0".to_string()
+                } else {
+                    errno_name(i64::from(e.ret())).unwrap_or_else(|| "?".into())
+                };
                 self.line(ev, e.ppid(), "exec", format!("{} = {ret}", e.args_joined()))
             }
             Event::Exit(x) => {

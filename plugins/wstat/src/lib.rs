@@ -7,11 +7,11 @@
 //! paired with its fd per thread); the book's `sum(arg2)`, the bytes asked for, is the
 //! `requested` parameter. See README.md.
 
+use wasmtap_sdk::syscalls::nr;
 use wasmtap_sdk::{
     export_plugin, BoundedMap, Column, ColumnKind, Comm, Event, Interval, Output, ParamKind, ParamSpec, Params, Plan,
     Plugin, PluginInfo, Subscription, TableSpec, Value,
 };
-use wasmtap_syscalls::nr;
 
 const WRITES: [i64; 5] = [nr::WRITE, nr::PWRITE64, nr::WRITEV, nr::PWRITEV, nr::PWRITEV2];
 
@@ -65,7 +65,7 @@ impl Plugin for Wstat {
     fn start(params: &Params) -> Result<(Self, Plan), String> {
         let mut subs: Vec<Subscription> = Vec::new();
         for n in WRITES {
-            let name = wasmtap_syscalls::syscall_name(n).expect("write syscalls are in the table");
+            let name = wasmtap_sdk::syscalls::syscall_name(n).expect("write syscalls are in the table");
             subs.push(Subscription::new(&format!("syscall:{name}:entry")));
             subs.push(Subscription::new(&format!("syscall:{name}:exit")));
         }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Regenerate src/args_table.rs from the running kernel's syscall tracepoint formats:
-#   sudo plugins/syscalls/gen/args.sh
+#   sudo tapsets/syscalls/gen/args.sh
 # Each /sys/kernel/tracing/events/syscalls/sys_enter_NAME/format lists the syscall's
 # arguments after __syscall_nr. The table maps each NAME (as the tracepoint names it) to
 # its arguments' names and C types; the crate maps names to numbers itself.

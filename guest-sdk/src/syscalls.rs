@@ -1,0 +1,192 @@
+//! The `syscalls` tapset as a plugin calls it: syscall names, errno names, open flags,
+//! signals and wait statuses, strace-like.
+//!
+//! In a plugin (wasm32) these functions call the tapset component through its interface
+//! `wasmtap:syscalls/decode@0.1.0`, which the host links into the plugin at load time:
+//! the plugin carries none of the tables, and every plugin in any language that imports
+//! the interface decodes the same way. In native builds (a plugin's unit tests) they call
+//! the same code directly.
+//!
+//! Each call crosses into the tapset and back; once per printed row or report entry is
+//! cheap. A hot loop that names many things at once asks with [`syscall_names`] or
+//! [`errno_names`], or keeps what it was told.
+//!
+//! ```
+//! use wasmtap_sdk::syscalls as sc;
+//! assert_eq!(sc::format_ret(-2), "-2 ENOENT");
+//! assert_eq!(sc::open_flags(sc::o::WRONLY | sc::o::CREAT), "O_WRONLY|O_CREAT");
+//! ```
+
+pub use wasmtap_abi::linux::{nr, o};
+
+pub use imp::*;
+
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code, reason = "wit-bindgen's canonical-ABI glue; generated, not written")]
+mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit/tapsets/syscalls",
+        world: "wasmtap:syscalls/user@0.1.0",
+    });
+}
+
+/// The interface as wit-bindgen makes it, for what the functions below leave out
+/// (`syscall-args`).
+#[cfg(target_arch = "wasm32")]
+pub use bindings::wasmtap::syscalls::decode as raw;
+
+#[cfg(target_arch = "wasm32")]
+mod imp {
+    use super::raw as t;
+
+    /// Name of syscall `nr` (`openat`).
+    pub fn syscall_name(nr: i64) -> Option<String> {
+        t::syscall_name(nr)
+    }
+    /// Number of the syscall called `name`.
+    pub fn syscall_nr(name: &str) -> Option<i64> {
+        t::syscall_nr(name)
+    }
+    /// Argument `i` of syscall `nr`, printed as strace would.
+    pub fn format_arg(nr: i64, i: usize, value: u64) -> String {
+        t::format_arg(nr, u32::try_from(i).unwrap_or(u32::MAX), value)
+    }
+    /// `name=value` for every argument of syscall `nr`.
+    pub fn format_args(nr: i64, args: &[u64; 6]) -> String {
+        t::format_args(nr, args)
+    }
+    /// `ENOENT` for 2 or -2.
+    pub fn errno_name(e: i64) -> Option<String> {
+        t::errno_name(e)
+    }
+    /// Number of the errno called `name`.
+    pub fn errno_nr(name: &str) -> Option<i64> {
+        t::errno_nr(name)
+    }
+    /// The C library's message for errno `e`.
+    pub fn errno_message(e: i64) -> Option<String> {
+        t::errno_message(e)
+    }
+    /// `-2 ENOENT`, or the number.
+    pub fn format_ret(ret: i64) -> String {
+        t::format_ret(ret)
+    }
+    /// `O_WRONLY|O_CREAT|O_TRUNC`.
+    pub fn open_flags(flags: u64) -> String {
+        t::open_flags(flags)
+    }
+    /// `creat,append` → the flags.
+    pub fn parse_open_flags(text: &str) -> Result<u64, String> {
+        t::parse_open_flags(text)
+    }
+    /// Whether an open with these flags may create a file.
+    pub fn creates(flags: u64) -> bool {
+        t::creates(flags)
+    }
+    /// `0644`.
+    pub fn format_mode(mode: u64) -> String {
+        t::format_mode(mode)
+    }
+    /// `AT_FDCWD` or the number.
+    pub fn format_dirfd(fd: i64) -> String {
+        t::format_dirfd(fd)
+    }
+    /// `SIGKILL`, `SIGRTMIN+2`.
+    pub fn signal_name(sig: i32) -> Option<String> {
+        t::signal_name(sig)
+    }
+    /// The signal called `name` (`term`, `SIGTERM`, `15`).
+    pub fn signal_nr(name: &str) -> Option<i32> {
+        t::signal_nr(name)
+    }
+    /// `exit 3`, `killed by SIGSEGV (core dumped)`.
+    pub fn wait_status(status: i32) -> String {
+        t::wait_status(status)
+    }
+    /// Many syscall names in one call.
+    pub fn syscall_names(nrs: &[i64]) -> Vec<Option<String>> {
+        t::syscall_names(nrs)
+    }
+    /// Many errno names in one call.
+    pub fn errno_names(es: &[i64]) -> Vec<Option<String>> {
+        t::errno_names(es)
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod imp {
+    use wasmtap_syscalls as t;
+
+    /// Name of syscall `nr` (`openat`).
+    pub fn syscall_name(nr: i64) -> Option<String> {
+        t::syscall_name(nr).map(str::to_string)
+    }
+    /// Number of the syscall called `name`.
+    pub fn syscall_nr(name: &str) -> Option<i64> {
+        t::syscall_nr(name)
+    }
+    /// Argument `i` of syscall `nr`, printed as strace would.
+    pub fn format_arg(nr: i64, i: usize, value: u64) -> String {
+        t::format_arg(nr, i, value)
+    }
+    /// `name=value` for every argument of syscall `nr`.
+    pub fn format_args(nr: i64, args: &[u64; 6]) -> String {
+        t::format_args(nr, args)
+    }
+    /// `ENOENT` for 2 or -2.
+    pub fn errno_name(e: i64) -> Option<String> {
+        t::errno_name(e).map(str::to_string)
+    }
+    /// Number of the errno called `name`.
+    pub fn errno_nr(name: &str) -> Option<i64> {
+        t::errno_nr(name)
+    }
+    /// The C library's message for errno `e`.
+    pub fn errno_message(e: i64) -> Option<String> {
+        t::errno_message(e).map(str::to_string)
+    }
+    /// `-2 ENOENT`, or the number.
+    pub fn format_ret(ret: i64) -> String {
+        t::format_ret(ret)
+    }
+    /// `O_WRONLY|O_CREAT|O_TRUNC`.
+    pub fn open_flags(flags: u64) -> String {
+        t::open_flags(flags)
+    }
+    /// `creat,append` → the flags.
+    pub fn parse_open_flags(text: &str) -> Result<u64, String> {
+        t::parse_open_flags(text)
+    }
+    /// Whether an open with these flags may create a file.
+    pub fn creates(flags: u64) -> bool {
+        t::creates(flags)
+    }
+    /// `0644`.
+    pub fn format_mode(mode: u64) -> String {
+        t::format_mode(mode)
+    }
+    /// `AT_FDCWD` or the number.
+    pub fn format_dirfd(fd: i64) -> String {
+        t::format_dirfd(fd)
+    }
+    /// `SIGKILL`, `SIGRTMIN+2`.
+    pub fn signal_name(sig: i32) -> Option<String> {
+        t::signal_name(sig)
+    }
+    /// The signal called `name` (`term`, `SIGTERM`, `15`).
+    pub fn signal_nr(name: &str) -> Option<i32> {
+        t::signal_nr(name)
+    }
+    /// `exit 3`, `killed by SIGSEGV (core dumped)`.
+    pub fn wait_status(status: i32) -> String {
+        t::wait_status(status)
+    }
+    /// Many syscall names in one call.
+    pub fn syscall_names(nrs: &[i64]) -> Vec<Option<String>> {
+        nrs.iter().map(|n| syscall_name(*n)).collect()
+    }
+    /// Many errno names in one call.
+    pub fn errno_names(es: &[i64]) -> Vec<Option<String>> {
+        es.iter().map(|e| errno_name(*e)).collect()
+    }
+}
