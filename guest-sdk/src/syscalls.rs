@@ -7,9 +7,11 @@
 //! the interface decodes the same way. In native builds (a plugin's unit tests) they call
 //! the same code directly.
 //!
-//! Each call crosses into the tapset and back; once per printed row or report entry is
-//! cheap. A hot loop that names many things at once asks with [`syscall_names`] or
-//! [`errno_names`], or keeps what it was told.
+//! Each call crosses into the tapset and back, and a string it returns is copied into the
+//! plugin (a few hundred nanoseconds, measured in docs/benchmarks.md): fine once per
+//! printed row or report entry. [`syscall_name`] and [`errno_name`], the calls a hot
+//! path makes, ask the tapset once per number and remember the answer, so that later
+//! calls cost an array lookup, as the tables compiled in did.
 //!
 //! ```
 //! use wasmtap_sdk::syscalls as sc;
@@ -38,10 +40,43 @@ pub use bindings::wasmtap::syscalls::decode as raw;
 #[cfg(target_arch = "wasm32")]
 mod imp {
     use super::raw as t;
+    use std::cell::RefCell;
 
-    /// Name of syscall `nr` (`openat`).
-    pub fn syscall_name(nr: i64) -> Option<String> {
-        t::syscall_name(nr)
+    thread_local! {
+        /// Names already asked for, by number: each asked of the tapset once and kept for
+        /// the plugin's life (bounded by [`NAMED`] numbers of each kind).
+        static SYSCALLS: RefCell<Vec<Option<Option<&'static str>>>> = const { RefCell::new(Vec::new()) };
+        static ERRNOS: RefCell<Vec<Option<Option<&'static str>>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Numbers below this are remembered once named. No syscall or errno number reaches
+    /// it (the kernel's errnos end at 4095, MAX_ERRNO); larger ones are asked every time.
+    const NAMED: usize = 4096;
+
+    fn remembered(
+        table: &'static std::thread::LocalKey<RefCell<Vec<Option<Option<&'static str>>>>>,
+        n: u64,
+        ask: impl FnOnce() -> Option<String>,
+    ) -> Option<&'static str> {
+        let i = usize::try_from(n).ok().filter(|i| *i < NAMED)?;
+        if let Some(known) = table.with(|t| t.borrow().get(i).copied().flatten()) {
+            return known;
+        }
+        // Leaked once per number at most: a bounded table of names for the plugin's life.
+        let name: Option<&'static str> = ask().map(|s| &*Box::leak(s.into_boxed_str()));
+        table.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.len() <= i {
+                t.resize(i + 1, None);
+            }
+            t[i] = Some(name);
+        });
+        name
+    }
+
+    /// Name of syscall `nr` (`openat`); asked of the tapset once per number.
+    pub fn syscall_name(nr: i64) -> Option<&'static str> {
+        remembered(&SYSCALLS, u64::try_from(nr).ok()?, || t::syscall_name(nr))
     }
     /// Number of the syscall called `name`.
     pub fn syscall_nr(name: &str) -> Option<i64> {
@@ -55,9 +90,9 @@ mod imp {
     pub fn format_args(nr: i64, args: &[u64; 6]) -> String {
         t::format_args(nr, args)
     }
-    /// `ENOENT` for 2 or -2.
-    pub fn errno_name(e: i64) -> Option<String> {
-        t::errno_name(e)
+    /// `ENOENT` for 2 or -2; asked of the tapset once per number.
+    pub fn errno_name(e: i64) -> Option<&'static str> {
+        remembered(&ERRNOS, e.unsigned_abs(), || t::errno_name(e))
     }
     /// Number of the errno called `name`.
     pub fn errno_nr(name: &str) -> Option<i64> {
@@ -103,11 +138,11 @@ mod imp {
     pub fn wait_status(status: i32) -> String {
         t::wait_status(status)
     }
-    /// Many syscall names in one call.
+    /// Many syscall names in one call (of the tapset, uncached).
     pub fn syscall_names(nrs: &[i64]) -> Vec<Option<String>> {
         t::syscall_names(nrs)
     }
-    /// Many errno names in one call.
+    /// Many errno names in one call (of the tapset, uncached).
     pub fn errno_names(es: &[i64]) -> Vec<Option<String>> {
         t::errno_names(es)
     }
@@ -118,8 +153,8 @@ mod imp {
     use wasmtap_syscalls as t;
 
     /// Name of syscall `nr` (`openat`).
-    pub fn syscall_name(nr: i64) -> Option<String> {
-        t::syscall_name(nr).map(str::to_string)
+    pub fn syscall_name(nr: i64) -> Option<&'static str> {
+        t::syscall_name(nr)
     }
     /// Number of the syscall called `name`.
     pub fn syscall_nr(name: &str) -> Option<i64> {
@@ -134,8 +169,8 @@ mod imp {
         t::format_args(nr, args)
     }
     /// `ENOENT` for 2 or -2.
-    pub fn errno_name(e: i64) -> Option<String> {
-        t::errno_name(e).map(str::to_string)
+    pub fn errno_name(e: i64) -> Option<&'static str> {
+        t::errno_name(e)
     }
     /// Number of the errno called `name`.
     pub fn errno_nr(name: &str) -> Option<i64> {
@@ -183,10 +218,10 @@ mod imp {
     }
     /// Many syscall names in one call.
     pub fn syscall_names(nrs: &[i64]) -> Vec<Option<String>> {
-        nrs.iter().map(|n| syscall_name(*n)).collect()
+        nrs.iter().map(|n| syscall_name(*n).map(str::to_string)).collect()
     }
     /// Many errno names in one call.
     pub fn errno_names(es: &[i64]) -> Vec<Option<String>> {
-        es.iter().map(|e| errno_name(*e)).collect()
+        es.iter().map(|e| errno_name(*e).map(str::to_string)).collect()
     }
 }

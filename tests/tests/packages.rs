@@ -278,3 +278,37 @@ fn a_new_plugin_builds_runs_and_passes_its_golden_test_outside_the_repository() 
         assert!(map_value(&stdout(&o), "opens", "cat").is_some_and(|n| n >= 1), "{}", stdout(&o));
     }
 }
+
+#[test]
+fn under_tapsets_policy_an_installed_tapset_is_held_to_the_plugin_rules_before_compilation() {
+    let b = Bench::new("tapset-policy");
+    b.packed("syscount", "by-a.wasm");
+    b.ok(&["plugin", "sign", "by-a.wasm", "--key", "team-a.key"]);
+    let rules = "vetted = false\n[[key]]\nname = \"team-a\"\npublic-key = \"team-a.pub\"\n";
+    std::fs::write(b.path("trust.toml"), rules).unwrap();
+    std::fs::write(b.path("strict.toml"), format!("tapsets = \"policy\"\n{rules}")).unwrap();
+    let recording = golden("syscalls.wtrec");
+    let replay = |policy: &'static str| -> [&str; 5] { ["replay", &recording, "./by-a.wasm", "--trust", policy] };
+
+    // By default a tapset of the package index links into any plugin the policy admits.
+    b.ok(&replay("trust.toml"));
+    let entries = b.cache_entries();
+    // With `tapsets = "policy"`, the installed tapset, signed by the project's key and not
+    // team-a's, is refused: one line naming the tapset, the plugin and the rule, and
+    // nothing new compiled.
+    let tapset = target_dir().join("release/plugins/tapsets/syscalls.wasm");
+    let e = b.refused(&replay("strict.toml"));
+    let head = format!(
+        "wasmtap: error: tapset {} (imported by ./by-a.wasm) refused by trust policy strict.toml (it runs plugins \
+         signed by team-a): it is signed only by keys this policy does not trust: wasmtap (vetted) (ed25519:",
+        tapset.display()
+    );
+    assert!(e.starts_with(&head), "{e}");
+    assert_eq!(b.cache_entries(), entries);
+
+    // A value the policy does not know is named with its line.
+    std::fs::write(b.path("bad.toml"), format!("tapsets = \"sometimes\"\n{rules}")).unwrap();
+    let e = b.refused(&replay("bad.toml"));
+    assert!(e.contains("bad.toml:1:"), "{e}");
+    assert!(e.contains("`tapsets`: `sometimes`: \"installed\" or \"policy\""), "{e}");
+}

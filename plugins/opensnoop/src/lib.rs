@@ -103,14 +103,13 @@ impl Plugin for Opensnoop {
         if !path.contains(self.only.path.as_str()) {
             return;
         }
-        let (fd, err) =
-            if ret >= 0 { (ret, "-".to_string()) } else { (-1, errno_name(ret).unwrap_or_else(|| ret.to_string())) };
+        let (fd, err) = if ret >= 0 { (ret, "-") } else { (-1, errno_name(ret).unwrap_or("?")) };
         let mut row = Vec::with_capacity(8);
         row.push(Value::from(ev.ts_ns()));
         row.push(Value::from(ev.pid()));
         row.push(Value::Text(ev.comm().into_owned()));
         row.push(Value::Int(fd));
-        row.push(Value::Text(err));
+        row.push(Value::Text(if err == "?" { ret.to_string() } else { err.to_string() }));
         if self.latency {
             row.push(Value::from(open.latency_ns() / 1000));
         }

@@ -113,11 +113,8 @@ impl Plugin for Proclife {
                 if !self.is_followed(pid) {
                     return;
                 }
-                let ret = if e.ret() == 0 {
-                    "0".to_string()
-                } else {
-                    errno_name(i64::from(e.ret())).unwrap_or_else(|| "?".into())
-                };
+                let ret =
+                    if e.ret() == 0 { "0".to_string() } else { errno_name(i64::from(e.ret())).unwrap_or("?").into() };
                 self.line(ev, e.ppid(), "exec", format!("{} = {ret}", e.args_joined()))
             }
             Event::Exit(x) => {

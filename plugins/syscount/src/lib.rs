@@ -172,7 +172,7 @@ impl Syscount {
 /// A failure entry keyed (syscall number, return value) as (name, errno name).
 fn errno_entry(mut e: AggEntry) -> AggEntry {
     if let Some(Value::Int(ret)) = e.key.get(1) {
-        let name = wasmtap_sdk::syscalls::errno_name(*ret).unwrap_or_else(|| ret.to_string());
+        let name = wasmtap_sdk::syscalls::errno_name(*ret).map_or_else(|| ret.to_string(), str::to_string);
         e.key[1] = Value::Text(name);
     }
     Syscall::named_entry(e)

@@ -1,0 +1,138 @@
+//! Tapsets linked at load: the vetted plugins decode through the installed `syscalls`
+//! tapset (not tables of their own), a newer minor of the tapset links where the plugin
+//! was built against an older one, and a tapset that is missing or of another major is
+//! refused with one line naming the import. No root: everything runs through replay.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use wasmtap_tests::*;
+
+const IMPORT: &[u8] = b"wasmtap:syscalls/decode@0.1.0";
+
+fn golden() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
+}
+
+/// The installed package of a vetted plugin or tapset (`./x build`'s index).
+fn installed(rel: &str) -> PathBuf {
+    target_dir().join("release/plugins").join(rel)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wasmtap-tapsets-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tapsets")).unwrap();
+    dir
+}
+
+/// `bytes` with every `from` replaced by `to` (of the same length).
+fn replaced(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut found = 0;
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            found += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(found > 0, "{} not found", String::from_utf8_lossy(from));
+    out
+}
+
+fn contains(bytes: &[u8], needle: &[u8]) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle)
+}
+
+/// opensnoop's golden case (errno names and open flags, both the tapset's), with the
+/// package index `index` searched first (its `tapsets/` before the installed ones).
+fn opensnoop(plugin: &Path, index: Option<&Path>) -> Output {
+    let mut c = wasmtap();
+    c.current_dir(golden()).env("WASMTAP_CACHE_DIR", "off").args(["replay", "files.wtrec"]).arg(plugin);
+    c.args(["-o", "json"]);
+    if let Some(dir) = index {
+        c.env("WASMTAP_PLUGIN_PATH", dir);
+    }
+    run(&mut c)
+}
+
+/// Its rows: everything but the accounting (the host's memory, which varies).
+fn rows(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    stdout(o).lines().filter(|l| !l.contains(r#""type":"accounting""#)).map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn the_vetted_plugins_decode_through_the_installed_tapset_and_carry_no_tables_of_their_own() {
+    let tapset = std::fs::read(installed("tapsets/syscalls.wasm")).unwrap();
+    // Errno messages and the argument table are the tapset's; a plugin that decodes
+    // through it has neither.
+    // (Syscall names are the SDK's own, for filters: not in this list.)
+    for text in [&b"Operation not permitted"[..], b"ENOTRECOVERABLE", b"Key has been revoked"] {
+        assert!(contains(&tapset, text), "the tapset has {}", String::from_utf8_lossy(text));
+        for plugin in ["opensnoop", "syscount", "proclife", "exitsnoop"] {
+            let bytes = std::fs::read(installed(&format!("{plugin}.wasm"))).unwrap();
+            assert!(contains(&bytes, IMPORT), "{plugin} imports the tapset");
+            assert!(!contains(&bytes, text), "{plugin} carries {}", String::from_utf8_lossy(text));
+        }
+    }
+    let rows = rows(&opensnoop(&installed("opensnoop.wasm"), None));
+    assert_eq!(rows.matches(r#""ERR":"ENOENT""#).count(), 3, "{rows}");
+    assert_eq!(rows.matches(r#""FLAGS":"O_WRONLY|O_CREAT|O_TRUNC""#).count(), 3, "{rows}");
+    let o = run(wasmtap().args(["plugin", "inspect", "opensnoop"]));
+    let links =
+        format!("links:     wasmtap:syscalls/decode@0.1.0 (from {})", installed("tapsets/syscalls.wasm").display());
+    assert!(stdout(&o).lines().any(|l| l == links), "{}", stdout(&o));
+}
+
+#[test]
+fn a_newer_minor_of_the_tapset_links_and_another_major_is_refused_naming_both() {
+    let tapset = std::fs::read(installed("tapsets/syscalls.wasm")).unwrap();
+    let dir = scratch("versions");
+    let path = dir.join("tapsets/syscalls.wasm");
+
+    // The plugin was built against 0.1.0; a tapset offering 0.1.7 satisfies it.
+    std::fs::write(&path, replaced(&tapset, IMPORT, b"wasmtap:syscalls/decode@0.1.7")).unwrap();
+    let newer = rows(&opensnoop(&installed("opensnoop.wasm"), Some(&dir)));
+    assert_eq!(newer, rows(&opensnoop(&installed("opensnoop.wasm"), None)));
+    assert_eq!(newer.matches(r#""ERR":"ENOENT""#).count(), 3, "{newer}");
+
+    // 1.1.0 is another major: refused before compilation, one line naming the import
+    // and what the tapset offers.
+    std::fs::write(&path, replaced(&tapset, IMPORT, b"wasmtap:syscalls/decode@1.1.0")).unwrap();
+    let o = opensnoop(&installed("opensnoop.wasm"), Some(&dir));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("imports `wasmtap:syscalls/decode@0.1.0`, which tapset syscalls 0.1.0 does not offer (it offers: wasmtap:syscalls/decode@1.1.0)"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_plugin_importing_a_tapset_nobody_installed_is_refused_naming_the_import_and_where_it_looked() {
+    let dir = scratch("missing");
+    let plugin = dir.join("opensnoop.wasm");
+    let bytes = std::fs::read(installed("opensnoop.wasm")).unwrap();
+    std::fs::write(&plugin, replaced(&bytes, b"wasmtap:syscalls/", b"wasmtap:sysbolts/")).unwrap();
+    let o = opensnoop(&plugin, Some(&dir));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "plugin {} imports `wasmtap:sysbolts/decode@0.1.0`, but no tapset `sysbolts` is installed (looked for tapsets/sysbolts.wasm in: {}, ",
+            plugin.display(),
+            dir.display()
+        )),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
