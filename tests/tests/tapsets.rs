@@ -1,7 +1,8 @@
 //! Tapsets linked at load: the vetted plugins decode through the installed `syscalls`
-//! tapset (not tables of their own), a newer minor of the tapset links where the plugin
-//! was built against an older one, and a tapset that is missing or of another major is
-//! refused with one line naming the import. No root: everything runs through replay.
+//! tapset (not tables of their own), and so does a plugin written in WebAssembly text
+//! with no Rust; a newer minor of the tapset links where the plugin was built against an
+//! older one, and a tapset that is missing or of another major is refused with one line
+//! naming the import. No root: everything runs through replay.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -134,5 +135,39 @@ fn a_plugin_importing_a_tapset_nobody_installed_is_refused_naming_the_import_and
         )),
         "{err}"
     );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// tests/wat/tapset-user.wat made into a component of the world in tapset-user.wit: the
+/// world embedded in the core module and the component made by wit-component, as a C
+/// or Zig toolchain does.
+fn wat_plugin() -> Vec<u8> {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let wit = tests.parent().unwrap().join("wit");
+    let mut core = wat::parse_file(tests.join("wat/tapset-user.wat")).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    resolve.push_dir(&wit).unwrap();
+    resolve.push_dir(wit.join("tapsets/syscalls")).unwrap();
+    let package = resolve.push_file(tests.join("wat/tapset-user.wit")).unwrap();
+    let world = resolve.select_world(&[package], Some("tapset-user")).unwrap();
+    wit_component::embed_component_metadata(&mut core, &resolve, world, wit_component::StringEncoding::UTF8, false)
+        .unwrap();
+    wit_component::ComponentEncoder::default().validate(true).module(&core).unwrap().encode().unwrap()
+}
+
+#[test]
+fn a_plugin_in_webassembly_text_decodes_through_the_same_linked_tapset() {
+    let dir = scratch("wat");
+    let path = dir.join("tapset-user.wasm");
+    let bytes = wat_plugin();
+    assert!(contains(&bytes, IMPORT) && !contains(&bytes, b"ENOENT"), "it imports the tapset, and has no names");
+    std::fs::write(&path, bytes).unwrap();
+    let o =
+        run(wasmtap().current_dir(golden()).env("WASMTAP_CACHE_DIR", "off").args(["replay", "files.wtrec"]).arg(&path));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let logged: Vec<&str> = err.lines().filter(|l| l.starts_with("wasmtap: tapset-user: ")).collect();
+    assert_eq!(logged.len(), 2, "{err}");
+    assert!(logged[0].ends_with(" openat") && logged[1].ends_with(" ENOENT"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
