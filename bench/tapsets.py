@@ -13,9 +13,11 @@ them before. It prints Markdown:
 - per call: the plugin's CPU time (the host's meter) for --calls names, less a run with
   none, divided by the calls; `remembered` is `wasmtap_sdk::syscalls::errno_name` as
   plugins call it, `each` a call of the tapset per name (a string copied back each time),
-  `batch` 1,000 names a call.
+  `batch` 1,000 names a call;
+- linking: `cargo bench -p wasmtap --bench tapset_link` (host/benches/tapset_link.rs),
+  composition against instance-to-instance linking through host forwarders.
 """
-import argparse, json, os, platform, statistics, subprocess, tempfile, time
+import argparse, json, os, platform, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WASMTAP = os.environ.get("WASMTAP") or os.path.join(ROOT, "target/release/wasmtap")
@@ -77,6 +79,10 @@ def main():
                     ns.append((cpu - base) * 1e6 / a.calls)
                 cells.append(fmt(ns, "ns"))
             print(f"| {label} | " + " | ".join(cells) + " |")
+
+    print()
+    sys.stdout.flush()
+    subprocess.run(["cargo", "bench", "-q", "-p", "wasmtap", "--bench", "tapset_link"], cwd=ROOT, check=True)
 
 
 if __name__ == "__main__":
