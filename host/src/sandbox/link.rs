@@ -8,8 +8,9 @@
 //!
 //! Why composition rather than instance-to-instance linking through the host: a host
 //! forwarder lifts every argument and result into host values and lowers them again
-//! (4× to 8× slower a call, measured in docs/benchmarks.md, "Tapsets"), while a composition's calls never leave
-//! wasm; and the composed component is cached by its content like any plugin.
+//! (4× to 8× slower a call, measured in docs/benchmarks.md, "Tapsets"), while a
+//! composition's calls never leave wasm; and the composed component is cached by its
+//! content like any plugin.
 //!
 //! Versions: the tapset's export satisfies an import of the same interface of a
 //! semver-compatible version (`0.1.0` by `0.1.3`: same major, or the same minor below
