@@ -241,6 +241,7 @@ mod interval;
 mod kernel;
 mod output;
 mod params;
+pub mod procs;
 #[cfg(test)]
 mod prop_tests;
 mod runtime;

@@ -171,3 +171,29 @@ fn a_plugin_in_webassembly_text_decodes_through_the_same_linked_tapset() {
     assert!(logged[0].ends_with(" openat") && logged[1].ends_with(" ENOENT"), "{err}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn the_proc_tapset_answers_for_processes_the_plugin_was_shown_and_for_no_other() {
+    if !require_root() {
+        return;
+    }
+    let o = run(wasmtap().arg("run").arg(wasm("procask")).args(["-c", "sh -c 'exec sleep 0.3'", "-o", "json"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "row")
+        .map(|v| v["data"].clone())
+        .collect();
+    // The command's process, asked at its exec of sleep: what /proc says of it.
+    let sleep = rows.iter().find(|r| r["COMM"] == "sleep").unwrap_or_else(|| panic!("no answer for sleep:\n{out}"));
+    assert!(sleep["EXE"].as_str().unwrap().ends_with("/sleep"), "{sleep}");
+    assert_eq!(sleep["ARGV"], "sleep 0.3", "{sleep}");
+    assert!(sleep["CGROUP"].as_str().unwrap().starts_with('/'), "{sleep}");
+    assert!(sleep["PPID"].as_i64().unwrap() > 1 && sleep["START_NS"].as_i64().unwrap() > 0, "{sleep}");
+    // pid 1, whose records it was never shown: no answer, every time it asked.
+    let init: Vec<_> = rows.iter().filter(|r| r["PID"] == 1).collect();
+    assert!(!init.is_empty(), "{out}");
+    assert!(init.iter().all(|r| r["COMM"] == "-" && r["EXE"] == "-"), "{out}");
+}

@@ -220,7 +220,10 @@ fn trace(
         // A tenant's plugins run as the tenant, with nothing more.
         Some(t) => privilege::drop_to_user_after_attach(t.uid, t.gid)?,
         None => {
-            privilege::drop_after_attach(privilege::keep_after_attach(plugins.table.has_addresses(), other_user))?;
+            // The symbolizer's thread reads /proc for plugins that ask the `proc` tapset too
+            // (an executable's path needs what reading memory maps does).
+            let reads_processes = plugins.table.has_addresses() || plugins.runners.iter().any(|r| r.asks_processes());
+            privilege::drop_after_attach(privilege::keep_after_attach(reads_processes, other_user))?;
         }
     }
     if confine {

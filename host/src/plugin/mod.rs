@@ -7,11 +7,13 @@
 //! matching), [`supervise`] (budgets, faults, restarts), [`report`] (rows, reports,
 //! accounting), [`bounds`] (the sizes a plugin may declare), [`params`] (values bound to
 //! the plugin's declared parameters), [`find`] (a plugin name to its file),
-//! [`symbols`] (the symbolizer plugins ask).
+//! [`symbols`] (the symbolizer plugins ask, which also reads /proc for the `proc` tapset:
+//! `procfs`).
 
 mod bounds;
 pub mod find;
 pub mod params;
+mod procfs;
 mod report;
 mod runner;
 mod set;

@@ -44,7 +44,8 @@ pub struct Runner {
     /// What a new instance is given after a restart.
     pub(super) schemas: Vec<Option<types::ProbeSchema>>,
     pub(super) aggs_reader: Option<crate::kernel_agg::PluginAggs>,
-    /// The processes whose records were queued for it: what `services.symbolize` may name.
+    /// The processes whose records were queued for it: what `services.symbolize` may name
+    /// and the `proc` tapset may answer for.
     pub(super) scope: crate::sandbox::SharedScope,
     /// Pids of the queued batch, not yet in `scope` (one lock per batch, not per record).
     pub(super) batch_pids: Vec<u32>,
@@ -86,7 +87,11 @@ impl Runner {
         if let crate::sandbox::cache::Outcome::Rebuilt { reason } = loaded.cache_outcome() {
             warnings.push(format!("its compiled-code cache entry was not valid ({reason}); compiled it again"));
         }
-        let subs = parse_subs(&name, &plan, &mut warnings)?;
+        let mut subs = parse_subs(&name, &plan, &mut warnings)?;
+        if loaded.asks_processes() {
+            // The `proc` tapset answers for the processes the plugin was shown: every record.
+            subs.iter_mut().for_each(|s| s.addresses = true);
+        }
         let own_subs = subs.len();
         let sub_stats =
             plan.subscriptions.iter().map(|s| ProbeStats { probe: s.probe.clone(), ..Default::default() }).collect();
@@ -124,6 +129,11 @@ impl Runner {
             scope,
             batch_pids: Vec::new(),
         })
+    }
+
+    /// Whether the plugin may ask the `proc` tapset about the processes it is shown.
+    pub fn asks_processes(&self) -> bool {
+        self.loaded.asks_processes()
     }
 
     pub fn name(&self) -> &str {

@@ -17,8 +17,8 @@ pub(super) struct Sub {
     pub(super) preds: Vec<Pred>,
     pub(super) pred_base: usize,
     pub(super) stacks: u8,
-    /// Its records carry addresses to symbolize (stacks, user-probe arguments, samples):
-    /// their processes join the plugin's symbolize scope.
+    /// Its records carry addresses to symbolize (stacks, user-probe arguments, samples), or
+    /// its plugin asks the `proc` tapset: their processes join the plugin's scope.
     pub(super) addresses: bool,
     pub(super) schema: Option<types::ProbeSchema>,
 }

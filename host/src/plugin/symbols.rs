@@ -12,6 +12,7 @@ use std::time::Duration;
 use wasmtap_abi::{Kind, Records};
 
 use crate::collect::recording::SymbolEntry as Recorded;
+use crate::sandbox::symbolize::Process;
 use crate::sandbox::{Answer, Symbols, SymbolsError};
 use crate::symbolize::{Frame, Symbolizer};
 use crate::wit::types;
@@ -66,6 +67,8 @@ enum Request {
     Observe(Vec<(u32, u64)>),
     /// Stacks, answered with their frames and the thread's CPU time spent on them.
     Stacks(Vec<Stack>, Sender<(Vec<Vec<Frame>>, u64)>),
+    /// Pids, answered with what /proc says of them (the `proc` tapset) and the time.
+    Processes(Vec<u32>, Sender<(Vec<Option<Process>>, u64)>),
 }
 
 impl Live {
@@ -95,6 +98,11 @@ impl Live {
                             })
                             .collect();
                         let _ = reply.send((frames, crate::sys::thread_cpu_ns().saturating_sub(cpu0)));
+                    }
+                    Request::Processes(pids, reply) => {
+                        let cpu0 = crate::sys::thread_cpu_ns();
+                        let facts = pids.iter().map(|pid| super::procfs::read(*pid)).collect();
+                        let _ = reply.send((facts, crate::sys::thread_cpu_ns().saturating_sub(cpu0)));
                     }
                 }
                 busy.store(0, Ordering::Relaxed);
@@ -138,17 +146,28 @@ impl Live {
             let unknown = |addrs: &Vec<u64>| addrs.iter().map(|&addr| Frame { addr, ..Frame::default() }).collect();
             (stacks.iter().map(|s| unknown(&s.2)).collect(), 0)
         };
+        let kept = stacks.clone();
+        self.wait(|reply| Request::Stacks(stacks, reply), || unknown(&kept), timeout)
+    }
+
+    /// Send what `request` makes and wait for its answer within `timeout`; `fallback`'s
+    /// answer once the thread is given up or gone.
+    fn wait<T>(
+        &self,
+        request: impl FnOnce(Sender<T>) -> Request,
+        fallback: impl FnOnce() -> T,
+        timeout: Duration,
+    ) -> Result<T, SymbolsError> {
         if self.stuck.load(Ordering::Relaxed) {
-            return Ok(unknown(&stacks));
+            return Ok(fallback());
         }
         let (reply, answer) = channel();
-        let kept = stacks.clone();
-        if self.tx.send(Request::Stacks(stacks, reply)).is_err() {
-            return Ok(unknown(&kept));
+        if self.tx.send(request(reply)).is_err() {
+            return Ok(fallback());
         }
         match answer.recv_timeout(timeout) {
             Ok(answer) => Ok(answer),
-            Err(RecvTimeoutError::Disconnected) => Ok(unknown(&kept)),
+            Err(RecvTimeoutError::Disconnected) => Ok(fallback()),
             Err(RecvTimeoutError::Timeout) => {
                 let since = self.busy_since.load(Ordering::Relaxed);
                 let busy = Duration::from_nanos(crate::sys::monotonic_ns().saturating_sub(since));
@@ -197,6 +216,11 @@ impl Symbols for Live {
         let asked = stacks.iter().map(|s| (s.pid, s.kernel, s.addrs.clone())).collect();
         let (frames, cpu_ns) = self.ask(asked, timeout)?;
         Ok(Answer { frames: frames.into_iter().map(|list| list.into_iter().map(wire).collect()).collect(), cpu_ns })
+    }
+
+    fn processes(&mut self, pids: &[u32], timeout: Duration) -> Result<(Vec<Option<Process>>, u64), SymbolsError> {
+        let n = pids.len();
+        self.wait(|reply| Request::Processes(pids.to_vec(), reply), || (vec![None; n], 0), timeout)
     }
 }
 

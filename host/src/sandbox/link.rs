@@ -21,8 +21,9 @@ use wac_graph::types::{are_semver_compatible, Package as WacPackage, SubtypeChec
 use wac_graph::{CompositionGraph, EncodeOptions};
 use wasmparser::{Parser, Payload};
 
-/// The package of the host's own interfaces, which are never tapsets.
-const HOST_PACKAGE: &str = "wasmtap:plugin";
+/// The packages the host answers itself, which are never tapsets to link: the plugin
+/// contract, and the `proc` tapset (only the host may read /proc).
+const HOST_PACKAGES: &[&str] = &["wasmtap:plugin", "wasmtap:proc"];
 
 /// A tapset interface a plugin imports, `wasmtap:NAME/INTERFACE@VERSION`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,7 +96,7 @@ pub fn is_tapset(exports: &[String]) -> bool {
 fn tapset_of(import: &str) -> Option<&str> {
     let (package, _) = import.split_once('/')?;
     let name = package.strip_prefix("wasmtap:")?;
-    (package != HOST_PACKAGE).then_some(name)
+    (!HOST_PACKAGES.contains(&package)).then_some(name)
 }
 
 /// `plugin` with each of its tapset imports satisfied by one of `tapsets` (name,
@@ -157,6 +158,7 @@ mod tests {
     fn tapset_names_come_from_the_package_and_the_hosts_own_are_not_tapsets() {
         assert_eq!(tapset_of("wasmtap:syscalls/decode@0.1.0"), Some("syscalls"));
         assert_eq!(tapset_of("wasmtap:plugin/probes@0.2.0"), None);
+        assert_eq!(tapset_of("wasmtap:proc/info@0.1.0"), None);
         assert_eq!(tapset_of("wasi:cli/stderr@0.2.0"), None);
         assert_eq!(tapset_of("wasmtap:proc"), None);
     }

@@ -105,6 +105,7 @@ const RANDOM_BYTES_PER_CALL: u64 = 64 << 10;
 /// Interfaces a plugin may import. Everything else is refused at load time.
 const ALLOWED_IMPORTS: &[&str] = &[
     "wasmtap:plugin/",
+    "wasmtap:proc/",
     "wasi:io/",
     "wasi:cli/environment",
     "wasi:cli/exit",
@@ -186,6 +187,7 @@ impl Sandbox {
         crate::wit::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_err)?;
         previous::Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(engine_err)?;
         symbolize_counted_first(&mut linker).map_err(engine_err)?;
+        proc_lookup(&mut linker).map_err(engine_err)?;
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let (eng, stop) = (engine.clone(), ticker_stop.clone());
         std::thread::Builder::new()
@@ -260,11 +262,13 @@ impl Sandbox {
         // linked with one tapset needs exactly one instance more than its binary shows).
         footprint.instances += tapsets.len() as u64;
         let mut imported = None;
+        let mut asks_processes = false;
         for (name, _) in component.component_type().imports(&self.engine) {
             if !ALLOWED_IMPORTS.iter().any(|allowed| name.starts_with(allowed)) {
                 return Err(SandboxError::ForbiddenImport { path: path.into(), import: name.to_string() });
             }
             imported = imported.or(World::of_import(name));
+            asks_processes |= name.starts_with("wasmtap:proc/");
         }
         let wrong =
             |e: wasmtime::Error| SandboxError::WrongWorld { path: path.into(), reason: first_line(&format!("{e:#}")) };
@@ -289,6 +293,7 @@ impl Sandbox {
             package,
             admitted,
             tapsets,
+            asks_processes,
         })
     }
 
@@ -382,12 +387,20 @@ pub struct LoadedPlugin {
     admitted: Admitted,
     /// The tapsets linked into it.
     tapsets: Vec<LinkedTapset>,
+    /// Whether it imports the `proc` tapset: its scope then holds the pid of every record
+    /// it is given, not only of those with addresses.
+    asks_processes: bool,
 }
 
 impl LoadedPlugin {
     /// The tapsets linked into it, by name.
     pub fn tapsets(&self) -> &[LinkedTapset] {
         &self.tapsets
+    }
+
+    /// Whether it may ask the `proc` tapset about the processes it is shown.
+    pub fn asks_processes(&self) -> bool {
+        self.asks_processes
     }
 
     /// The file the plugin came from.
@@ -517,6 +530,22 @@ fn symbolize_counted_first(linker: &mut Linker<StoreState>) -> wasmtime::Result<
     }
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// The `proc` tapset, `wasmtap:proc/info@0.1.0`, which the host answers itself: the
+/// pids are counted where they lie in the plugin's memory before any is copied.
+fn proc_lookup(linker: &mut Linker<StoreState>) -> wasmtime::Result<()> {
+    linker.instance("wasmtap:proc/info@0.1.0")?.func_wrap(
+        "lookup",
+        |mut store: wasmtime::StoreContextMut<'_, StoreState>, (pids,): (WasmList<u32>,)| {
+            if pids.len() > symbolize::PROC_PIDS_PER_CALL {
+                return Err(wasmtime::Error::new(symbolize::SymbolizeFault::TooManyPids(pids.len())));
+            }
+            let pids: Vec<u32> = pids.iter(store.as_context_mut())?.collect::<Result<_, _>>()?;
+            let answer = store.data_mut().host.symbolize.processes(&pids).map_err(wasmtime::Error::new)?;
+            Ok((answer,))
+        },
+    )
 }
 
 /// What the store of one plugin holds.

@@ -17,11 +17,41 @@ pub const STACK_REQUESTS_PER_CALL: usize = 4096;
 pub const ADDRS_PER_CALL: usize = 65536;
 /// Pids a plugin's scope remembers; past it the oldest is forgotten (and counted).
 pub const SCOPE_PIDS: usize = 16384;
+/// Pids a plugin may ask the `proc` tapset about in one call.
+pub const PROC_PIDS_PER_CALL: usize = 1024;
+/// The most arguments, and bytes of them, a `proc` answer holds.
+pub const PROC_ARGS: usize = 64;
+pub const PROC_ARG_BYTES: usize = 4096;
+/// The longest executable path and cgroup path in a `proc` answer.
+pub const PROC_PATH_BYTES: usize = 4096;
+
+/// What /proc says of one process: the record of `wasmtap:proc/info@0.1.0`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, wasmtime::component::ComponentType, wasmtime::component::Lower)]
+#[component(record)]
+pub struct Process {
+    pub pid: u32,
+    pub ppid: u32,
+    pub uid: u32,
+    pub comm: String,
+    pub exe: String,
+    pub argv: Vec<String>,
+    #[component(name = "argv-truncated")]
+    pub argv_truncated: bool,
+    pub cgroup: String,
+    #[component(name = "start-ns")]
+    pub start_ns: u64,
+}
 
 /// What answers a plugin's `symbolize` calls: live symbolization, or a recording's table.
 pub trait Symbols: Send {
     /// One list of frames per request, one frame per address, within `timeout`.
     fn symbolize(&mut self, stacks: &[types::StackRequest], timeout: Duration) -> Result<Answer, SymbolsError>;
+
+    /// What /proc says of each pid, within `timeout` (none where it cannot say), and the
+    /// CPU time spent reading it. A recording holds no processes: none for each.
+    fn processes(&mut self, pids: &[u32], _timeout: Duration) -> Result<(Vec<Option<Process>>, u64), SymbolsError> {
+        Ok((vec![None; pids.len()], 0))
+    }
 }
 
 /// Frames, and the symbolizer's CPU time spent finding them (charged to the asking plugin).
@@ -49,6 +79,8 @@ pub enum SymbolizeFault {
     TooManyAddrs(usize),
     #[error("services.symbolize: {0}")]
     Symbols(#[from] SymbolsError),
+    #[error("wasmtap:proc/info.lookup: {0} pids in one call, more than the {PROC_PIDS_PER_CALL} allowed")]
+    TooManyPids(usize),
 }
 
 impl SymbolizeFault {

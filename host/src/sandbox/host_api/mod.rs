@@ -173,6 +173,35 @@ impl HostState {
 }
 
 impl Symbolize {
+    /// `wasmtap:proc/info.lookup`: pids in the plugin's scope asked of the symbolizer's
+    /// thread (which may read /proc) within the call's deadline; the others answered none
+    /// without reaching it.
+    pub(super) fn processes(&mut self, pids: &[u32]) -> Result<Vec<Option<sym::Process>>, sym::SymbolizeFault> {
+        if pids.len() > sym::PROC_PIDS_PER_CALL {
+            return Err(sym::SymbolizeFault::TooManyPids(pids.len()));
+        }
+        let allowed: Vec<bool> = {
+            let scope = self.scope.lock().unwrap_or_else(|e| e.into_inner());
+            pids.iter().map(|p| scope.contains(*p)).collect()
+        };
+        let asked: Vec<u32> = pids.iter().zip(&allowed).filter(|(_, ok)| **ok).map(|(p, _)| *p).collect();
+        let mut answered = Vec::new().into_iter();
+        if !asked.is_empty() {
+            let mut guard = self.symbols.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(symbols) = guard.as_mut() {
+                let timeout = self.deadline.saturating_duration_since(std::time::Instant::now());
+                let (facts, cpu_ns) = symbols.processes(&asked, timeout)?;
+                self.cpu_ns += cpu_ns;
+                answered = facts.into_iter();
+            }
+        }
+        Ok(pids
+            .iter()
+            .zip(allowed)
+            .map(|(pid, ok)| ok.then(|| answered.next()).flatten().flatten().filter(|p| p.pid == *pid))
+            .collect())
+    }
+
     /// Checked whole, screened against the plugin's scope, then answered within the call's
     /// deadline; out-of-scope requests get unknown frames without reaching the symbolizer.
     pub(super) fn answer(
