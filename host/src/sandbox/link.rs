@@ -102,7 +102,20 @@ fn tapset_of(import: &str) -> Option<&str> {
 /// `plugin` with each of its tapset imports satisfied by one of `tapsets` (name,
 /// version for messages, bytes), as one component whose other imports are the plugin's
 /// and the tapsets' own (WASI), and whose exports are the plugin's.
+///
+/// The plugin's bytes are the author's, not yet validated (wasmtime validates what it
+/// compiles): a panic in the composition library on something malformed is this
+/// plugin's error, not the host's end.
 pub fn compose(
+    plugin: &[u8],
+    imports: &[TapsetImport],
+    tapsets: &[(String, String, Vec<u8>)],
+) -> Result<Vec<u8>, String> {
+    std::panic::catch_unwind(|| compose_unchecked(plugin, imports, tapsets))
+        .unwrap_or_else(|_| Err("the composition failed on what the plugin declares (not a valid component?)".into()))
+}
+
+fn compose_unchecked(
     plugin: &[u8],
     imports: &[TapsetImport],
     tapsets: &[(String, String, Vec<u8>)],
@@ -119,7 +132,9 @@ pub fn compose(
         let exports: Vec<_> = graph.types()[graph[pkg].ty()].exports.iter().map(|(n, ty)| (n.clone(), *ty)).collect();
         let mut instance = None;
         for wanted in imports.iter().filter(|i| &i.tapset == name) {
-            let want_ty = graph.types()[graph[socket].ty()].imports[&wanted.import];
+            let Some(&want_ty) = graph.types()[graph[socket].ty()].imports.get(&wanted.import) else {
+                return Err(format!("imports `{}`, which its type information does not list", wanted.import));
+            };
             let Some((export, ty)) = exports.iter().find(|(n, _)| are_semver_compatible(n, &wanted.import)) else {
                 let offered: Vec<&str> = exports.iter().map(|(n, _)| n.as_str()).collect();
                 return Err(format!(
@@ -161,5 +176,15 @@ mod tests {
         assert_eq!(tapset_of("wasmtap:proc/info@0.1.0"), None);
         assert_eq!(tapset_of("wasi:cli/stderr@0.2.0"), None);
         assert_eq!(tapset_of("wasmtap:proc"), None);
+    }
+
+    #[test]
+    fn a_malformed_plugin_is_an_error_of_its_own_not_the_hosts_end() {
+        let import = TapsetImport { import: "wasmtap:syscalls/decode@0.1.0".into(), tapset: "syscalls".into() };
+        // A component header, then garbage.
+        let plugin = b"\0asm\x0d\0\x01\0\x07\xff\xff\xff\xff";
+        let err = compose(plugin, &[import], &[("syscalls".into(), "0.1.0".into(), plugin.to_vec())]).unwrap_err();
+        assert!(!err.is_empty());
+        assert!(tapset_imports(plugin).is_err());
     }
 }
