@@ -85,6 +85,17 @@ fn the_vetted_plugins_decode_through_the_installed_tapset_and_carry_no_tables_of
     let rows = rows(&opensnoop(&installed("opensnoop.wasm"), None));
     assert_eq!(rows.matches(r#""ERR":"ENOENT""#).count(), 3, "{rows}");
     assert_eq!(rows.matches(r#""FLAGS":"O_WRONLY|O_CREAT|O_TRUNC""#).count(), 3, "{rows}");
+    // Syscall names too: wstat names the five write syscalls it traces through the tapset
+    // (a number it could not name would fail its start), entry and exit each.
+    let mut c = wasmtap();
+    c.current_dir(golden()).args(["replay", "writes.wtrec"]).arg(installed("wstat.wasm")).args(["-o", "json"]);
+    let o = run(&mut c);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with(r#"{"type":"attached_probes","data":{"probes":11}}"#), "{}", stdout(&o));
+    let o = run(wasmtap().args(["plugin", "inspect", "wstat"]));
+    for name in ["write", "pwrite64", "writev", "pwritev", "pwritev2"] {
+        assert!(stdout(&o).contains(&format!("syscall:{name}:entry")), "{}", stdout(&o));
+    }
     let o = run(wasmtap().args(["plugin", "inspect", "opensnoop"]));
     let links =
         format!("links:     wasmtap:syscalls/decode@0.1.0 (from {})", installed("tapsets/syscalls.wasm").display());
