@@ -314,8 +314,10 @@ fn when_the_consumer_falls_behind_the_ring_overflows_and_every_event_is_still_ac
     let _g = serial();
     // slowpoke works 1 ms per batch: about a million events a second, fewer than the
     // workload makes; past the host's 12 MiB of chunks in flight the drain thread waits
-    // and the 16 MiB ring fills, so the kernel drops, and counts, the rest.
-    const CALLS: u64 = 8_000_000;
+    // and the 16 MiB ring fills, so the kernel drops, and counts, the rest. Enough calls
+    // that the run outlasts the host's 5 s loss report on a fast machine too (events the
+    // ring refuses cost the workload little: 8 million took 3 s here).
+    const CALLS: u64 = 24_000_000;
     let cmd = format!("{} {CALLS}", workload("getppid_loop").display());
     let o = run(wasmtap().args(["run", "syscount"]).arg(wasm("slowpoke")).args([
         "--param",
