@@ -62,6 +62,20 @@ struct Daemon {
     socket: PathBuf,
 }
 
+/// `from`, files and directories, copied to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
 impl Daemon {
     fn start(name: &str, policy: &str) -> Daemon {
         Daemon::start_trusting(name, policy, None)
@@ -74,7 +88,10 @@ impl Daemon {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The client users run, installed as wasmtap is: its package index beside it (the
+        // vetted plugins, and the tapsets a plugin run without the daemon links).
         std::fs::copy(wasmtap_bin(), dir.join("wasmtap")).unwrap();
+        copy_dir(&target_dir().join("release/plugins"), &dir.join("plugins"));
         for w in ["getppid_loop", "getppid_paced", "markers"] {
             std::fs::copy(workload(w), dir.join(w)).unwrap();
         }
