@@ -148,73 +148,17 @@ mod imp {
     }
 }
 
+/// Natively the tapset's own functions, with the signatures the wasm side has.
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
-    use wasmtap_syscalls as t;
+    pub use wasmtap_syscalls::{
+        creates, errno_name, errno_nr, format_arg, format_args, format_dirfd, format_mode, format_ret, open_flags,
+        parse_open_flags, signal_name, signal_nr, syscall_name, syscall_nr, wait_status,
+    };
 
-    /// Name of syscall `nr` (`openat`).
-    pub fn syscall_name(nr: i64) -> Option<&'static str> {
-        t::syscall_name(nr)
-    }
-    /// Number of the syscall called `name`.
-    pub fn syscall_nr(name: &str) -> Option<i64> {
-        t::syscall_nr(name)
-    }
-    /// Argument `i` of syscall `nr`, printed as strace would.
-    pub fn format_arg(nr: i64, i: usize, value: u64) -> String {
-        t::format_arg(nr, i, value)
-    }
-    /// `name=value` for every argument of syscall `nr`.
-    pub fn format_args(nr: i64, args: &[u64; 6]) -> String {
-        t::format_args(nr, args)
-    }
-    /// `ENOENT` for 2 or -2.
-    pub fn errno_name(e: i64) -> Option<&'static str> {
-        t::errno_name(e)
-    }
-    /// Number of the errno called `name`.
-    pub fn errno_nr(name: &str) -> Option<i64> {
-        t::errno_nr(name)
-    }
     /// The C library's message for errno `e`.
     pub fn errno_message(e: i64) -> Option<String> {
-        t::errno_message(e).map(str::to_string)
-    }
-    /// `-2 ENOENT`, or the number.
-    pub fn format_ret(ret: i64) -> String {
-        t::format_ret(ret)
-    }
-    /// `O_WRONLY|O_CREAT|O_TRUNC`.
-    pub fn open_flags(flags: u64) -> String {
-        t::open_flags(flags)
-    }
-    /// `creat,append` → the flags.
-    pub fn parse_open_flags(text: &str) -> Result<u64, String> {
-        t::parse_open_flags(text)
-    }
-    /// Whether an open with these flags may create a file.
-    pub fn creates(flags: u64) -> bool {
-        t::creates(flags)
-    }
-    /// `0644`.
-    pub fn format_mode(mode: u64) -> String {
-        t::format_mode(mode)
-    }
-    /// `AT_FDCWD` or the number.
-    pub fn format_dirfd(fd: i64) -> String {
-        t::format_dirfd(fd)
-    }
-    /// `SIGKILL`, `SIGRTMIN+2`.
-    pub fn signal_name(sig: i32) -> Option<String> {
-        t::signal_name(sig)
-    }
-    /// The signal called `name` (`term`, `SIGTERM`, `15`).
-    pub fn signal_nr(name: &str) -> Option<i32> {
-        t::signal_nr(name)
-    }
-    /// `exit 3`, `killed by SIGSEGV (core dumped)`.
-    pub fn wait_status(status: i32) -> String {
-        t::wait_status(status)
+        wasmtap_syscalls::errno_message(e).map(str::to_string)
     }
     /// Many syscall names in one call.
     pub fn syscall_names(nrs: &[i64]) -> Vec<Option<String>> {

@@ -327,7 +327,7 @@ impl KernelValues {
         {
             use aya::maps::IterableMap;
             use std::os::fd::AsFd;
-            crate::sys::bpf::map_sizes(map.map().fd().as_fd()).map_err(|e| format!("aggregation map: {e}"))?;
+            crate::sys::bpf::MapElems::of(map.map().fd().as_fd()).map_err(|e| format!("aggregation map: {e}"))?;
         }
         Ok(KernelValues { map, array, comm_ids, comm_values, sys_hist })
     }
@@ -427,14 +427,13 @@ impl KernelValues {
     pub fn take(&mut self, agg: u32, keys: &[RawKey]) -> Result<Vec<(RawKey, RawValue)>, String> {
         use aya::maps::IterableMap;
         use std::os::fd::AsFd;
-        let fd = self.map.map().fd().as_fd();
-        let (_, size) = crate::sys::bpf::map_sizes(fd).map_err(|e| format!("aggregation map: {e}"))?;
-        let mut buf = vec![0u8; size];
+        let elems =
+            crate::sys::bpf::MapElems::of(self.map.map().fd().as_fd()).map_err(|e| format!("aggregation map: {e}"))?;
+        let mut buf = vec![0u8; elems.value_size()];
         let stride = 32usize.div_ceil(8) * 8;
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            let found = crate::sys::bpf::map_lookup_and_delete(fd, &encode_key(agg, key), &mut buf)
-                .map_err(|e| format!("aggregation map: {e}"))?;
+            let found = elems.take(&encode_key(agg, key), &mut buf).map_err(|e| format!("aggregation map: {e}"))?;
             if !found {
                 continue;
             }

@@ -35,9 +35,24 @@ pub struct TapsetImport {
 }
 
 /// The tapset interfaces among a component's top-level imports (read before it is
-/// compiled): `wasmtap:*` interfaces other than `wasmtap:plugin`'s.
+/// compiled): `wasmtap:*` interfaces other than the host's own.
 pub fn tapset_imports(bytes: &[u8]) -> Result<Vec<TapsetImport>, String> {
-    let mut found = Vec::new();
+    Ok(top_level_names(bytes)?
+        .0
+        .into_iter()
+        .filter_map(|import| Some(TapsetImport { tapset: tapset_of(&import)?.to_string(), import }))
+        .collect())
+}
+
+/// The names a component exports at its top level (read without compiling it).
+pub fn exports(bytes: &[u8]) -> Result<Vec<String>, String> {
+    Ok(top_level_names(bytes)?.1)
+}
+
+/// The names a component imports and exports at its top level, past nested modules and
+/// components.
+fn top_level_names(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), String> {
+    let (mut imports, mut exports) = (Vec::new(), Vec::new());
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(|e| e.to_string())? {
@@ -50,40 +65,18 @@ pub fn tapset_imports(bytes: &[u8]) -> Result<Vec<TapsetImport>, String> {
             }
             Payload::ComponentImportSection(reader) if depth == 0 => {
                 for import in reader {
-                    let name = import.map_err(|e| e.to_string())?.name.name;
-                    if let Some(t) = tapset_of(name) {
-                        found.push(TapsetImport { import: name.to_string(), tapset: t.to_string() });
-                    }
+                    imports.push(import.map_err(|e| e.to_string())?.name.name.to_string());
                 }
-            }
-            _ => {}
-        }
-    }
-    Ok(found)
-}
-
-/// The names a component exports at its top level (read without compiling it).
-pub fn exports(bytes: &[u8]) -> Result<Vec<String>, String> {
-    let mut found = Vec::new();
-    let mut depth = 0usize;
-    for payload in Parser::new(0).parse_all(bytes) {
-        match payload.map_err(|e| e.to_string())? {
-            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
-            Payload::End(_) => {
-                if depth == 0 {
-                    break;
-                }
-                depth -= 1;
             }
             Payload::ComponentExportSection(reader) if depth == 0 => {
                 for export in reader {
-                    found.push(export.map_err(|e| e.to_string())?.name.name.to_string());
+                    exports.push(export.map_err(|e| e.to_string())?.name.name.to_string());
                 }
             }
             _ => {}
         }
     }
-    Ok(found)
+    Ok((imports, exports))
 }
 
 /// Whether a component with these exports is a tapset: it offers `wasmtap:` interfaces

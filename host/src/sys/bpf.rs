@@ -3,22 +3,9 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// `BPF_MAP_LOOKUP_AND_DELETE_ELEM` (linux/bpf.h).
-const MAP_LOOKUP_AND_DELETE_ELEM: libc::c_long = 21;
-
-/// The head of `union bpf_attr` the map element commands use: `map_fd`, `key`,
-/// `value`, `flags`.
-#[repr(C, align(8))]
-struct ElemAttr {
-    map_fd: u32,
-    _pad: u32,
-    key: u64,
-    value: u64,
-    flags: u64,
-}
-
-/// `BPF_OBJ_GET_INFO_BY_FD`.
+/// `BPF_OBJ_GET_INFO_BY_FD` and `BPF_MAP_LOOKUP_AND_DELETE_ELEM` (linux/bpf.h).
 const OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const MAP_LOOKUP_AND_DELETE_ELEM: libc::c_long = 21;
 /// Per-CPU hash and LRU hash maps (`BPF_MAP_TYPE_PERCPU_HASH`, `_LRU_PERCPU_HASH`), whose
 /// value is one per possible CPU.
 const PER_CPU_HASHES: [u32; 2] = [5, 10];
@@ -44,35 +31,94 @@ struct InfoAttr {
     info: u64,
 }
 
-/// Bytes of a key and of a whole value (every CPU's, for a per-CPU map) of `map`.
-pub fn map_sizes(map: BorrowedFd<'_>) -> io::Result<(usize, usize)> {
-    let mut info = MapInfo::default();
-    let attr = InfoAttr {
-        bpf_fd: map.as_raw_fd() as u32,
-        info_len: std::mem::size_of::<MapInfo>() as u32,
-        info: &mut info as *mut MapInfo as u64,
-    };
-    // SAFETY: `attr` is a valid bpf_attr head of the size passed; the kernel writes at
-    // most `info_len` bytes into `info`, a live, writable MapInfo.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            OBJ_GET_INFO_BY_FD,
-            &attr as *const InfoAttr,
-            std::mem::size_of::<InfoAttr>() as u32,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let value = info.value_size as usize;
-    let whole = if PER_CPU_HASHES.contains(&info.kind) {
-        let cpus = possible_cpus()?;
-        value.div_ceil(8) * 8 * cpus
+/// The head of `union bpf_attr` the map element commands use: `map_fd`, `key`,
+/// `value`, `flags`.
+#[repr(C, align(8))]
+struct ElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// `bpf(cmd, attr, sizeof attr)`; Err with errno when it fails.
+///
+/// # Safety
+/// `attr` must be the bpf_attr head `cmd` reads, and every pointer in it valid for what
+/// the kernel reads and writes through it for that command.
+unsafe fn bpf<T>(cmd: libc::c_long, attr: &T) -> io::Result<()> {
+    // SAFETY: the caller's contract; `attr` is a live value of the size passed.
+    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *const T, std::mem::size_of::<T>() as u32) };
+    if r == 0 {
+        Ok(())
     } else {
-        value
-    };
-    Ok((info.key_size as usize, whole))
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The elements of one map, read and deleted a key at a time: its key and whole value
+/// sizes (every CPU's, for a per-CPU map) asked once, and held to on every call.
+pub struct MapElems<'a> {
+    map: BorrowedFd<'a>,
+    key_size: usize,
+    value_size: usize,
+}
+
+impl<'a> MapElems<'a> {
+    /// Ask the kernel the sizes of `map`'s keys and values.
+    pub fn of(map: BorrowedFd<'a>) -> io::Result<MapElems<'a>> {
+        let mut info = MapInfo::default();
+        let attr = InfoAttr {
+            bpf_fd: map.as_raw_fd() as u32,
+            info_len: std::mem::size_of::<MapInfo>() as u32,
+            info: &mut info as *mut MapInfo as u64,
+        };
+        // SAFETY: the kernel writes at most `info_len` bytes into `info`, a live MapInfo.
+        unsafe { bpf(OBJ_GET_INFO_BY_FD, &attr)? };
+        let value = info.value_size as usize;
+        let value_size =
+            if PER_CPU_HASHES.contains(&info.kind) { value.div_ceil(8) * 8 * possible_cpus()? } else { value };
+        Ok(MapElems { map, key_size: info.key_size as usize, value_size })
+    }
+
+    /// Bytes of a whole value: what [`take`](Self::take) fills.
+    pub fn value_size(&self) -> usize {
+        self.value_size
+    }
+
+    /// Read and delete one element in one step, so that nothing written to it between
+    /// the read and the delete is lost: an update after it makes a new element. `key` and
+    /// `value` must be the map's sizes (checked: anything else is an error, never a read or
+    /// write past them). Ok(false) when the key is not there.
+    pub fn take(&self, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+        if key.len() != self.key_size || value.len() != self.value_size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "map element of {}+{} bytes, given {}+{}",
+                    self.key_size,
+                    self.value_size,
+                    key.len(),
+                    value.len()
+                ),
+            ));
+        }
+        let attr = ElemAttr {
+            map_fd: self.map.as_raw_fd() as u32,
+            _pad: 0,
+            key: key.as_ptr() as u64,
+            value: value.as_mut_ptr() as u64,
+            flags: 0,
+        };
+        // SAFETY: the kernel reads `key_size` bytes at `key` and writes at most
+        // `value_size` at `value`, both checked above against the map's own sizes.
+        match unsafe { bpf(MAP_LOOKUP_AND_DELETE_ELEM, &attr) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// CPUs the kernel may bring up (`/sys/devices/system/cpu/possible`, e.g. `0-3` or `0,2-5`).
@@ -90,44 +136,4 @@ fn possible_cpus() -> io::Result<usize> {
         n += b.checked_sub(a).ok_or_else(bad)? + 1;
     }
     Ok(*CPUS.get_or_init(|| n))
-}
-
-/// Read and delete one element in one step, so that nothing written to it between
-/// the read and the delete is lost: an update after it makes a new element. `key` and
-/// `value` must be the sizes [`map_sizes`] gives (checked here: anything else is an
-/// error, never a read or write past them). Ok(false) when the key is not there.
-pub fn map_lookup_and_delete(map: BorrowedFd<'_>, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
-    let (key_size, value_size) = map_sizes(map)?;
-    if key.len() != key_size || value.len() != value_size {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("map element of {key_size}+{value_size} bytes, given {}+{}", key.len(), value.len()),
-        ));
-    }
-    let attr = ElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        _pad: 0,
-        key: key.as_ptr() as u64,
-        value: value.as_mut_ptr() as u64,
-        flags: 0,
-    };
-    // SAFETY: `attr` is a valid, initialized bpf_attr head of the size passed; the kernel
-    // reads `key` (the caller passes the map's key size) and writes at most the map's value
-    // size for each possible CPU into `value`, which the caller sizes so.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            MAP_LOOKUP_AND_DELETE_ELEM,
-            &attr as *const ElemAttr,
-            std::mem::size_of::<ElemAttr>() as u32,
-        )
-    };
-    if r == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::ENOENT) {
-        return Ok(false);
-    }
-    Err(e)
 }
