@@ -312,3 +312,19 @@ fn under_tapsets_policy_an_installed_tapset_is_held_to_the_plugin_rules_before_c
     assert!(e.contains("bad.toml:1:"), "{e}");
     assert!(e.contains("`tapsets`: `sometimes`: \"installed\" or \"policy\""), "{e}");
 }
+
+#[test]
+fn plugin_list_shows_the_vetted_plugins_of_the_index_with_versions_and_the_project_signer() {
+    let o = run(wasmtap().args(["plugin", "list"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mut lines = out.lines();
+    assert!(lines.next().is_some_and(|h| h.starts_with("NAME") && h.contains("VERSION") && h.contains("SIGNED BY")));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    for d in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins")).unwrap() {
+        let name = d.unwrap().file_name().into_string().unwrap();
+        let row = rows.iter().find(|r| r[0] == name).unwrap_or_else(|| panic!("{name} not listed:\n{out}"));
+        assert_eq!(&row[1..4], ["0.1.0", "wasmtap", "(vetted)"], "{out}");
+        assert!(row[4].starts_with("(ed25519:"), "{out}");
+    }
+}
