@@ -369,6 +369,12 @@ fn when_the_consumer_falls_behind_the_ring_overflows_and_every_event_is_still_ac
 /// with more `args` for the run: the run's JSON lines and its stderr. The run must end within a second of the traced
 /// command's exit, whatever the hostile plugin asked of the host.
 fn door_beside_syscount(door: &str, args: &[&str]) -> (Vec<Json>, String) {
+    // Compiling a plugin the first time costs memory of its own (docs/benchmarks.md): warm
+    // the cache, so the peak below is the run's, whichever test comes first.
+    let mut warm = wasmtap();
+    warm.args(["run", "syscount"]).arg(wasm("hostile")).args(["--param", "hostile.door=badread", "-c", "true"]);
+    let warmed = run(&mut warm);
+    assert!(warmed.status.code().is_some(), "{}", stderr(&warmed));
     let ended = std::env::temp_dir().join(format!("wasmtap-door-{door}-{}", std::process::id()));
     // The command notes when it ended (ns since the epoch), as the last thing it does.
     let cmd = format!("{} 40 25000 100 {}", workload("getppid_paced").display(), ended.display());
@@ -443,17 +449,18 @@ fn an_aggregation_report_that_takes_longer_to_render_than_a_call_may_run_disable
         return;
     }
     let _g = serial();
-    // A thousand histograms of 1,024 buckets: ~80 ms for the plugin to build and hand
-    // over, ~700 ms of CPU for the host to sort and render.
+    // A thousand histograms of 1,024 buckets: ~50 ms for the plugin to build and hand
+    // over, ~400 ms of CPU for the host to sort and render (measured on the CI machine
+    // class). A deadline of 150 ms leaves about three times the margin either way.
     let (lines, err) =
-        door_beside_syscount("aggflood", &["--param", "hostile.entries=1000", "--deadline", "hostile=500ms"]);
+        door_beside_syscount("aggflood", &["--param", "hostile.entries=1000", "--deadline", "hostile=150ms"]);
     let acct = accounting(&lines);
     let p = plugin(acct, "hostile");
     assert_eq!(p["last_fault"]["kind"], "output", "{p}");
     let why = "its report of 1000 aggregation entries took the host";
     assert!(p["disabled"].as_str().unwrap().contains(why), "{p}");
     assert!(err.contains(&format!("plugin `hostile` disabled in on-tick: {why}")), "{err}");
-    assert!(err.contains("of CPU to render, more than its deadline of 500 ms"), "{err}");
+    assert!(err.contains("of CPU to render, more than its deadline of 150 ms"), "{err}");
     let reports = lines.iter().filter(|v| v["type"] == "hist" && v["data"].get("@flood").is_some()).count();
     assert_eq!(reports, 1, "stopped after its first report");
 }
