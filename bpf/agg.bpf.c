@@ -172,6 +172,10 @@ struct wt_agg_ctx {
 	__u8 out_of_scope; /* the current task is outside the run's scope (-p, -c, uid, comm, cgroup) */
 	const struct pt_regs *regs; /* sys_enter: the arguments, read into sys only if a site needs them */
 	__u64 now; /* the event's time, read once by the first action that needs it; 0 until then */
+	/* The scheduler's BTF tracepoints: the tasks the probe hands over, and the offset in
+	 * data of the field that holds each one's id (WT_SRC_NAMED). */
+	struct task_struct *named[2];
+	__u16 named_off[2];
 };
 
 /* The event's time: one clock read per event, however many of its actions start or end
@@ -494,14 +498,24 @@ static __always_inline void wt_agg_act(struct wt_agg_ctx *c, const struct wt_agg
 	}
 	if (!wt_preds_pass(WT_AGG_KIND, &a->preds, base))
 		return;
-	if (a->corr.flags & WT_SRC_CURRENT) {
-		/* Started and ended on the current thread: the start is kept with it. */
+	if (a->corr.flags & (WT_SRC_CURRENT | WT_SRC_NAMED)) {
+		/* Started and ended on the current thread, or on a task the probe hands over:
+		 * the start is kept with that task. */
 		struct wt_agg_task_starts *t;
+		struct task_struct *task;
 		__u32 slot = a->agg;
 
 		if (slot >= WT_AGG_TASK_STARTS)
 			return;
-		t = bpf_task_storage_get(&AGG_TASK_STARTS, bpf_get_current_task_btf(), 0,
+		if (a->corr.flags & WT_SRC_CURRENT)
+			task = bpf_get_current_task_btf();
+		else if (c->named[0] && a->corr.off == c->named_off[0])
+			task = c->named[0];
+		else if (c->named[1] && a->corr.off == c->named_off[1])
+			task = c->named[1];
+		else
+			return;
+		t = bpf_task_storage_get(&AGG_TASK_STARTS, task, 0,
 					 a->role == WT_ROLE_START ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 		if (a->role == WT_ROLE_START) {
 			if (t)
@@ -645,6 +659,130 @@ int wt_agg_tracepoint(void *ctx)
 	c.data = ctx;
 	c.id = -1;
 	wt_agg_run(&c, (__u32)bpf_get_attach_cookie(ctx));
+	return 0;
+}
+
+/*
+ * The scheduler's tracepoints as BTF tracepoints: the kernel calls these with the tasks
+ * themselves and builds no trace record for them (a tracefs tracepoint fills one in the
+ * perf buffer before any program runs). Each builds on its stack the record the tracefs
+ * format describes, with the same fields at the same offsets (the host checks the format
+ * before it chooses these), so predicates, keys and values read it as they read the
+ * kernel's, and a recording replays to the same result.
+ */
+struct wt_sched_switch_entry {
+	__u64 common;
+	char prev_comm[16];
+	__s32 prev_pid;
+	__s32 prev_prio;
+	__s64 prev_state;
+	char next_comm[16];
+	__s32 next_pid;
+	__s32 next_prio;
+}; /* 64 bytes: prev_pid at 24, prev_state at 32, next_pid at 56 */
+
+struct wt_sched_wakeup_entry {
+	__u64 common;
+	char comm[16];
+	__s32 pid;
+	__s32 prio;
+	__s32 target_cpu;
+	__u32 pad;
+}; /* 40 bytes: pid at 24 */
+
+/* The kernel's task states (include/linux/sched.h), as the sched_switch tracepoint
+ * reports them. */
+#define WT_TASK_REPORT 0x7f
+#define WT_TASK_IDLE 0x402
+#define WT_TASK_REPORT_IDLE 0x80
+#define WT_TASK_REPORT_MAX 0x100
+#define WT_TASK_UNINTERRUPTIBLE 0x2
+#define WT_TASK_RTLOCK_WAIT 0x1000
+#define WT_TASK_FROZEN 0x8000
+
+/* __trace_sched_switch_state: what the tracepoint records as prev_state. */
+static __always_inline __s64 wt_switch_state(bool preempt, unsigned int prev_state, struct task_struct *prev)
+{
+	unsigned int state;
+
+	if (preempt)
+		return WT_TASK_REPORT_MAX;
+	state = (prev_state | (unsigned int)prev->exit_state) & WT_TASK_REPORT;
+	if ((prev_state & WT_TASK_IDLE) == WT_TASK_IDLE)
+		state = WT_TASK_REPORT_IDLE;
+	if ((prev_state & WT_TASK_RTLOCK_WAIT) || (prev_state & WT_TASK_FROZEN))
+		state = WT_TASK_UNINTERRUPTIBLE;
+	/* fls(state), then 1 << (fls - 1): the highest bit set. */
+	return state ? (__s64)1 << wt_ilog2(state) : 0;
+}
+
+static __always_inline void wt_agg_comm(char *dst, const struct task_struct *t)
+{
+	*(__u64 *)&dst[0] = *(const __u64 *)&t->comm[0];
+	*(__u64 *)&dst[8] = *(const __u64 *)&t->comm[8];
+}
+
+static __always_inline void wt_agg_sched(struct wt_agg_ctx *c, const void *entry, __u32 site)
+{
+	c->pid_tgid = bpf_get_current_pid_tgid();
+	/* Not a return: an end outside the scope may close an interval started in it. */
+	c->out_of_scope = !wt_pass_task(WT_AGG_KIND, c->pid_tgid >> 32);
+	c->data = entry;
+	c->id = -1;
+	wt_agg_run(c, site);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(wt_agg_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	struct wt_sched_switch_entry e = {};
+	struct wt_agg_ctx c = {};
+
+	if (!prev || !next)
+		return 0;
+	wt_agg_comm(e.prev_comm, prev);
+	e.prev_pid = prev->pid;
+	e.prev_prio = prev->prio;
+	e.prev_state = wt_switch_state(preempt, prev_state, prev);
+	wt_agg_comm(e.next_comm, next);
+	e.next_pid = next->pid;
+	e.next_prio = next->prio;
+	c.named[0] = prev;
+	c.named_off[0] = 24;
+	c.named[1] = next;
+	c.named_off[1] = 56;
+	wt_agg_sched(&c, &e, WT_AGG_SCHED_SWITCH);
+	return 0;
+}
+
+static __always_inline void wt_agg_wakeup(struct task_struct *p, __u32 site)
+{
+	struct wt_sched_wakeup_entry e = {};
+	struct wt_agg_ctx c = {};
+
+	wt_agg_comm(e.comm, p);
+	e.pid = p->pid;
+	e.prio = p->prio;
+	e.target_cpu = p->thread_info.cpu;
+	c.named[0] = p;
+	c.named_off[0] = 24;
+	wt_agg_sched(&c, &e, site);
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(wt_agg_sched_wakeup, struct task_struct *p)
+{
+	if (p)
+		wt_agg_wakeup(p, WT_AGG_SCHED_WAKEUP);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(wt_agg_sched_wakeup_new, struct task_struct *p)
+{
+	if (p)
+		wt_agg_wakeup(p, WT_AGG_SCHED_WAKEUP_NEW);
 	return 0;
 }
 

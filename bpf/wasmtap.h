@@ -252,7 +252,13 @@ struct wt_sample {
 #define WT_AGG_ACTIONS 8
 #define WT_AGG_SITES 64
 #define WT_AGG_SYS_ENTER 0 /* site of the sys_enter program */
-#define WT_AGG_SYS_EXIT 1  /* site of the sys_exit program; tracepoints use 2.. (the cookie) */
+#define WT_AGG_SYS_EXIT 1  /* site of the sys_exit program */
+/* The scheduler's tracepoints attached as BTF tracepoints (agg.bpf.c); tracefs
+ * tracepoints use WT_AGG_TP_SITES.. (the cookie). */
+#define WT_AGG_SCHED_SWITCH 2
+#define WT_AGG_SCHED_WAKEUP 3
+#define WT_AGG_SCHED_WAKEUP_NEW 4
+#define WT_AGG_TP_SITES 5
 #define WT_AGG_KIND 9      /* (not a record kind) COUNTERS row: filtered, aggregated, dropped (map full) */
 /* Aggregation ids below WT_AGG_ARRAY_AGGS may keep their values in AGG_ARRAY, at
  * agg * WT_AGG_ARRAY_SLOTS + the key's slot (enum wt_agg_slots). */
@@ -318,6 +324,10 @@ enum wt_agg_role {
 /* A correlation by the current thread whose every start and end is on that thread: the
  * start is kept with the thread (AGG_TASK_STARTS), not in AGG_STARTS. */
 #define WT_SRC_CURRENT 4
+/* A correlation by a field that names a task the probe hands over (the scheduler's
+ * BTF tracepoints: prev, next, the woken task), whose every start and end is such a
+ * field: the start is kept with that task (AGG_TASK_STARTS), not in AGG_STARTS. */
+#define WT_SRC_NAMED 8
 
 struct wt_agg_src {
 	__u8 src;   /* enum wt_agg_source */

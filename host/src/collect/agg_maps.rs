@@ -9,8 +9,11 @@ use aya::maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, PerCpuValues};
 pub const KEYS_MAX: usize = 4;
 /// Actions per probe site (`WT_AGG_ACTIONS`).
 pub const ACTIONS_PER_SITE: usize = 8;
-/// Probe sites (`WT_AGG_SITES`): sys_enter, sys_exit, then tracepoints.
+/// Probe sites (`WT_AGG_SITES`): sys_enter, sys_exit, the scheduler's BTF tracepoints,
+/// then tracefs tracepoints.
 pub const SITES_MAX: usize = 64;
+/// The first site of a tracefs tracepoint (`WT_AGG_TP_SITES`).
+pub const TP_SITES: u32 = 5;
 /// `struct wt_agg_action`.
 pub const ACTION_BYTES: usize = 208;
 /// `struct wt_agg_site`.
@@ -151,10 +154,13 @@ pub fn tid_keyed_aggs(sites: &[SiteConfig]) -> Vec<u32> {
     const SRC_TASK: u8 = 2;
     // Kept with the thread, which takes them when it goes.
     const SRC_CURRENT: u8 = 4;
+    const SRC_NAMED: u8 = 8;
     let mut ids: Vec<u32> = sites
         .iter()
         .flat_map(|s| &s.actions)
-        .filter(|a| a[4] == ROLE_START && a[50] & SRC_CURRENT == 0 && (a[48] == SRC_TID || a[50] & SRC_TASK != 0))
+        .filter(|a| {
+            a[4] == ROLE_START && a[50] & (SRC_CURRENT | SRC_NAMED) == 0 && (a[48] == SRC_TID || a[50] & SRC_TASK != 0)
+        })
         .map(agg_of)
         .collect();
     ids.sort_unstable();
@@ -180,11 +186,80 @@ pub fn tid_aggs_bytes(ids: &[u32]) -> Option<[u8; TID_AGGS_BYTES]> {
 pub enum SiteAttach {
     SysEnter,
     SysExit,
-    /// A tracefs tracepoint, attached with the site number as its cookie.
+    /// A tracefs tracepoint, attached with the site number as its cookie, or one of the
+    /// scheduler's attached as a BTF tracepoint (`btf`).
     Tracepoint {
         id: u32,
         name: String,
+        btf: Option<SchedTp>,
     },
+}
+
+/// The scheduler's tracepoints the collector attaches as BTF tracepoints
+/// (`wt_agg_sched_*` in `bpf/agg.bpf.c`): the kernel hands the programs the tasks
+/// themselves and fills no trace record for them; each program builds the record the
+/// tracefs format describes on its stack. Chosen only when the format is the one those
+/// programs build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SchedTp {
+    Switch,
+    Wakeup,
+    WakeupNew,
+}
+
+impl SchedTp {
+    /// The tracefs layout each program builds: non-common fields as (name, offset, size).
+    const SWITCH: &[(&str, u32, u32)] = &[
+        ("prev_comm", 8, 16),
+        ("prev_pid", 24, 4),
+        ("prev_prio", 28, 4),
+        ("prev_state", 32, 8),
+        ("next_comm", 40, 16),
+        ("next_pid", 56, 4),
+        ("next_prio", 60, 4),
+    ];
+    const WAKEUP: &[(&str, u32, u32)] = &[("comm", 8, 16), ("pid", 24, 4), ("prio", 28, 4), ("target_cpu", 32, 4)];
+
+    /// The BTF tracepoint for `format`, if the collector has one that builds this very
+    /// layout.
+    pub fn of(format: &crate::collect::tracefs::Format) -> Option<SchedTp> {
+        let (tp, layout) = match (format.category.as_str(), format.name.as_str()) {
+            ("sched", "sched_switch") => (SchedTp::Switch, Self::SWITCH),
+            ("sched", "sched_wakeup") => (SchedTp::Wakeup, Self::WAKEUP),
+            ("sched", "sched_wakeup_new") => (SchedTp::WakeupNew, Self::WAKEUP),
+            _ => return None,
+        };
+        let fields: Vec<(&str, u32, u32)> =
+            format.fields.iter().filter(|f| !f.common).map(|f| (f.name.as_str(), f.offset, f.size)).collect();
+        (fields == layout).then_some(tp)
+    }
+
+    /// Its fixed site (`WT_AGG_SCHED_*`).
+    pub fn site(self) -> u32 {
+        match self {
+            SchedTp::Switch => 2,
+            SchedTp::Wakeup => 3,
+            SchedTp::WakeupNew => 4,
+        }
+    }
+
+    /// Its program and the kernel's name for the tracepoint.
+    pub fn program(self) -> (&'static str, &'static str) {
+        match self {
+            SchedTp::Switch => ("wt_agg_sched_switch", "sched_switch"),
+            SchedTp::Wakeup => ("wt_agg_sched_wakeup", "sched_wakeup"),
+            SchedTp::WakeupNew => ("wt_agg_sched_wakeup_new", "sched_wakeup_new"),
+        }
+    }
+
+    /// Offsets of the fields that name a task the program is handed (prev, next, the
+    /// woken task): a start keyed by one of them is kept with that task.
+    pub fn task_fields(self) -> &'static [u32] {
+        match self {
+            SchedTp::Switch => &[24, 56],
+            SchedTp::Wakeup | SchedTp::WakeupNew => &[24],
+        }
+    }
 }
 
 /// One probe site and the actions it runs, encoded for `AGG_SITES`.

@@ -30,7 +30,8 @@ pub(super) fn probe(name: &str, source: &ProbeLookup<'_>) -> Result<Probe, Strin
         }
         ProbeSpec::Tracepoint { category, name: tp } if category != "btf" => {
             let format = source.tracepoint(&category, &tp)?;
-            let site = SiteAttach::Tracepoint { id: format.id, name: format!("{category}:{tp}") };
+            let btf = SchedTp::of(&format);
+            let site = SiteAttach::Tracepoint { id: format.id, name: format!("{category}:{tp}"), btf };
             let fields = move |field: &str| -> Result<FieldLoc, String> {
                 let loc = fields::tracepoint_field(&format, field)?;
                 if loc.off < 8 {
@@ -136,7 +137,7 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
         preds: preds(&wire.filter, &end)?,
         syscalls: syscall_set(&wire.filter, &end)?,
         slots,
-        current: false,
+        kept: Kept::Map,
     };
     if let Some(start) = &wire.start {
         update.role = Role::End;
@@ -161,7 +162,7 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
                 preds: preds(filter, &sp)?,
                 syscalls: syscall_set(filter, &sp)?,
                 slots: Slots::Hash,
-                current: false,
+                kept: Kept::Map,
             };
             actions.push((sp.site, begin));
             probes.push(name.clone());
@@ -172,13 +173,27 @@ pub fn compile(wire: &types::KernelAggregation, id: u32, source: &ProbeLookup<'_
     // thread (ids below TASK_STARTS; the others in the map of starts).
     if wire.start.is_some() && id < TASK_STARTS && actions.iter().all(|(_, a)| a.corr == Src::Tid) {
         for (_, a) in &mut actions {
-            a.current = true;
+            a.kept = Kept::Current;
+        }
+    }
+    // So is one whose every start and end is keyed by a task the scheduler's BTF
+    // tracepoints hand over (runqlat's: the woken task, prev, next).
+    let named = |(site, a): &(SiteAttach, Action)| match (site, a.corr) {
+        (SiteAttach::Tracepoint { btf: Some(tp), .. }, Src::Task(loc)) => {
+            tp.task_fields().contains(&u32::from(loc.off))
+        }
+        _ => false,
+    };
+    if wire.start.is_some() && id < TASK_STARTS && actions.iter().all(named) {
+        for (_, a) in &mut actions {
+            a.kept = Kept::Named;
         }
     }
     Ok(Spec { id, name: wire.name.clone(), keys, func, slots, actions, probes })
 }
 
-/// The collector's sites: sys_enter is 0, sys_exit 1, tracepoints from 2.
+/// The collector's sites: sys_enter is 0, sys_exit 1, the scheduler's BTF tracepoints
+/// theirs (2 to 4), tracefs tracepoints from 5.
 pub fn sites(specs: &[Spec]) -> Result<Vec<SiteConfig>, String> {
     let mut by_site: BTreeMap<SiteAttach, (Vec<[u8; ACTION_BYTES]>, u32)> = BTreeMap::new();
     for spec in specs {
@@ -188,7 +203,7 @@ pub fn sites(specs: &[Spec]) -> Result<Vec<SiteConfig>, String> {
             *flags |= action.site_flags();
         }
     }
-    let mut next = 2;
+    let mut next = TP_SITES;
     let mut out = Vec::new();
     for (attach, (actions, flags)) in by_site {
         if actions.len() > ACTIONS_PER_SITE {
@@ -204,13 +219,14 @@ pub fn sites(specs: &[Spec]) -> Result<Vec<SiteConfig>, String> {
         let site = match attach {
             SiteAttach::SysEnter => 0,
             SiteAttach::SysExit => 1,
-            SiteAttach::Tracepoint { .. } => {
+            SiteAttach::Tracepoint { btf: Some(tp), .. } => tp.site(),
+            SiteAttach::Tracepoint { btf: None, .. } => {
                 next += 1;
                 next - 1
             }
         };
         if site as usize >= SITES_MAX {
-            return Err(format!("kernel aggregations on more than {} tracepoints", SITES_MAX - 2));
+            return Err(format!("kernel aggregations on more than {} tracepoints", SITES_MAX as u32 - TP_SITES));
         }
         out.push(SiteConfig { site, attach, actions, flags });
     }

@@ -16,7 +16,7 @@ pub struct Evaluator {
     /// Where each aggregation's values go, by id.
     slots: HashMap<u32, Slots>,
     starts: HashMap<(u32, u64), u64>,
-    /// Starts kept with the thread in the kernel (`Action::current`): never full.
+    /// Starts kept with a task in the kernel (`Action::kept`): never full.
     task_starts: HashMap<(u32, u64), u64>,
     /// Events whose key did not fit (the map was full), as the kernel counts them.
     pub lost: u64,
@@ -107,7 +107,7 @@ impl Evaluator {
         let value = match a.role {
             Role::Start => {
                 let Some(corr) = Self::read(rec, &a.corr, base, id) else { return };
-                if a.current {
+                if a.kept != Kept::Map {
                     self.task_starts.insert((a.agg, corr), now);
                     return;
                 }
@@ -120,7 +120,7 @@ impl Evaluator {
             }
             Role::End => {
                 let Some(corr) = Self::read(rec, &a.corr, base, id) else { return };
-                let starts = if a.current { &mut self.task_starts } else { &mut self.starts };
+                let starts = if a.kept != Kept::Map { &mut self.task_starts } else { &mut self.starts };
                 let Some(t0) = starts.remove(&(a.agg, corr)) else { return };
                 now.wrapping_sub(t0) as i64
             }

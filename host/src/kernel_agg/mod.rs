@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex};
 use wasmtap_abi::{header, hist, Kind, Record};
 
 use crate::collect::agg_maps::{
-    KernelValues, RawKey, RawValue, SiteAttach, SiteConfig, Slots, ACTIONS_PER_SITE, ACTION_BYTES, ARRAY_AGGS,
-    ARRAY_SLOTS, COMMS_MAX, KEYS_MAX, SITES_MAX, SITE_DATA, SITE_TASKS, SYS_HIST_AGGS, TASK_STARTS, VALUES_MAX,
+    KernelValues, RawKey, RawValue, SchedTp, SiteAttach, SiteConfig, Slots, ACTIONS_PER_SITE, ACTION_BYTES, ARRAY_AGGS,
+    ARRAY_SLOTS, COMMS_MAX, KEYS_MAX, SITES_MAX, SITE_DATA, SITE_TASKS, SYS_HIST_AGGS, TASK_STARTS, TP_SITES,
+    VALUES_MAX,
 };
 use crate::collect::fields::{self, FieldLoc};
 use crate::collect::live::{preds_bytes, KernelFilter};
@@ -44,6 +45,20 @@ const STARTS_MAX: usize = 65536;
 const SRC_TASK: u8 = 2;
 /// `WT_SRC_CURRENT`: the start is kept with the current thread.
 const SRC_CURRENT: u8 = 4;
+/// `WT_SRC_NAMED`: the start is kept with the task the correlation field names.
+const SRC_NAMED: u8 = 8;
+
+/// Where an interval's start is kept in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// In the map of starts (`AGG_STARTS`), which can fill.
+    Map,
+    /// With the current thread: every start and end is the current thread's.
+    Current,
+    /// With the task its field names, which the probe hands over (the scheduler's BTF
+    /// tracepoints): every start and end is such a field.
+    Named,
+}
 
 /// Where a key part or a value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,9 +170,9 @@ pub struct Action {
     pub syscalls: Option<BTreeSet<u32>>,
     /// Where its values go: the hash, or the array.
     pub slots: Slots,
-    /// Its interval starts and ends on the current thread, which keeps the start
-    /// (`WT_SRC_CURRENT`): no map of starts to fill.
-    pub current: bool,
+    /// Where its interval's start is kept: with a task (`WT_SRC_CURRENT`,
+    /// `WT_SRC_NAMED`), no map of starts to fill.
+    pub kept: Kept,
 }
 
 impl Action {
@@ -190,9 +205,11 @@ impl Action {
         }
         b[40..48].copy_from_slice(&self.value.encode());
         b[48..56].copy_from_slice(&self.corr.encode());
-        if self.current {
-            b[50] |= SRC_CURRENT;
-        }
+        b[50] |= match self.kept {
+            Kept::Map => 0,
+            Kept::Current => SRC_CURRENT,
+            Kept::Named => SRC_NAMED,
+        };
         if let Func::Linear { min, max, step } = self.func {
             let levels = hist::Linear::new(min, max, step).map(|l| l.levels() as u64).unwrap_or(0);
             b[56..64].copy_from_slice(&min.to_le_bytes());

@@ -130,10 +130,10 @@ fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
     assert_eq!(spec.actions.len(), 2);
     // Started and ended by the thread: its start is kept with it in the kernel, and the
     // buckets have a slot per syscall.
-    assert!(spec.actions.iter().all(|(_, a)| a.current), "{:?}", spec.actions);
+    assert!(spec.actions.iter().all(|(_, a)| a.kept == Kept::Current), "{:?}", spec.actions);
     assert_eq!(spec.slots, Slots::SyscallBuckets);
     assert!(tid_keyed_aggs_of(&spec).is_empty(), "the thread's exit takes its starts");
-    assert!(compile(&wire, TASK_STARTS, &source).unwrap().actions.iter().all(|(_, a)| !a.current));
+    assert!(compile(&wire, TASK_STARTS, &source).unwrap().actions.iter().all(|(_, a)| a.kept != Kept::Current));
     assert_eq!(tid_keyed_aggs_of(&compile(&wire, TASK_STARTS, &source).unwrap()), [TASK_STARTS]);
     let recs = vec![
         sys(false, 1_000, 11, "a", 0, 0),
@@ -288,7 +288,7 @@ fn actions_encode_as_struct_wt_agg_action() {
         preds: Vec::new(),
         syscalls: Some(BTreeSet::from([0, 9, 511])),
         slots: Slots::Buckets,
-        current: false,
+        kept: Kept::Map,
     };
     let b = a.encode();
     assert_eq!(&b[0..8], &[7, 0, 0, 0, 2, 6, 1, 3]);
@@ -314,12 +314,12 @@ fn a_task_correlation_is_flagged_on_the_action_and_its_site() {
         preds: Vec::new(),
         syscalls: None,
         slots: Slots::Hash,
-        current: false,
+        kept: Kept::Map,
     };
     // WT_SRC_FIELD, 4 bytes, signed | WT_SRC_TASK, at offset 8.
     assert_eq!(&end.encode()[48..56], &[8, 4, 1 | 2, 0, 8, 0, 0, 0]);
     let plain = Action { corr: Src::Field(FieldLoc { off: 8, size: 4, signed: true }), ..end.clone() };
-    let attach = SiteAttach::Tracepoint { id: 1, name: "sched:sched_switch".into() };
+    let attach = SiteAttach::Tracepoint { id: 1, name: "sched:sched_switch".into(), btf: None };
     // WT_SITE_TASKS when an action has such a correlation; WT_SITE_DATA when one reads a field.
     assert_eq!((end.site_flags(), plain.site_flags()), (SITE_TASKS | SITE_DATA, SITE_DATA));
     let count = Action { role: Role::Update, func: Func::Count, corr: Src::None, value: Src::None, ..end.clone() };
@@ -381,4 +381,122 @@ fn a_replay_fills_the_kernels_stores_as_the_kernel_would() {
     assert_eq!(store.host_lost(), 5, "the comms past the comm hash's size");
     assert_eq!(store.read(0, false).unwrap().len(), COMMS_MAX as usize);
     assert_eq!(store.read(1, false).unwrap().len(), 400, "every syscall in its slot");
+}
+
+/// The tracefs formats of the scheduler's tracepoints as Linux 6.18 writes them, with
+/// `extra` fields appended to sched_switch's.
+fn sched_table(extra: &str) -> ProbeTable {
+    const COMMON: &str = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+";
+    let switch = format!(
+        "name: sched_switch\nID: 300\nformat:\n{COMMON}
+\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;
+\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;
+\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;
+\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;
+\tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;
+{extra}
+print fmt: \"prev_comm=%s\", REC->prev_comm
+"
+    );
+    let wakeup = |name: &str, id: u32| {
+        format!(
+            "name: {name}\nID: {id}\nformat:\n{COMMON}
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;
+\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;
+
+print fmt: \"comm=%s\", REC->comm
+"
+        )
+    };
+    let entry = |name: &str, text: &str| crate::collect::table::TracepointEntry {
+        format: crate::collect::tracefs::parse_format("sched", name, text).unwrap(),
+        stacks: 0,
+        preds: Vec::new(),
+    };
+    ProbeTable {
+        tracepoints: vec![
+            entry("sched_switch", &switch),
+            entry("sched_wakeup", &wakeup("sched_wakeup", 301)),
+            entry("sched_wakeup_new", &wakeup("sched_wakeup_new", 302)),
+        ],
+        ..ProbeTable::default()
+    }
+}
+
+/// runqlat's histogram: from a wakeup (or a new task's, or a preemption) of a thread to
+/// the switch to it.
+fn runqlat_wire() -> KernelAggregation {
+    let mut wire = agg("tracepoint:sched:sched_switch", vec![], KernelFunction::Log2Histogram, AggSource::Latency);
+    let preempted = Filter {
+        predicates: vec![types::Predicate { field: "prev_state".into(), op: types::CmpOp::Eq, value: 0 }],
+        ..filter()
+    };
+    wire.start = Some(StartEvent {
+        probe: "tracepoint:sched:sched_wakeup".into(),
+        filter: filter(),
+        key: Correlation::Task("pid".into()),
+        end_key: Correlation::Task("next_pid".into()),
+        more: vec![
+            types::MoreStart {
+                probe: "tracepoint:sched:sched_wakeup_new".into(),
+                filter: filter(),
+                key: Correlation::Task("pid".into()),
+            },
+            types::MoreStart {
+                probe: "tracepoint:sched:sched_switch".into(),
+                filter: preempted,
+                key: Correlation::Task("prev_pid".into()),
+            },
+        ],
+    });
+    wire
+}
+
+#[test]
+fn the_schedulers_tracepoints_go_to_btf_sites_that_keep_starts_with_the_task_only_in_the_layout_they_build() {
+    let table = sched_table("");
+    let spec = compile(&runqlat_wire(), 0, &ProbeLookup::Recorded(&table)).unwrap();
+    let btf: Vec<Option<SchedTp>> = spec
+        .actions
+        .iter()
+        .map(|(site, _)| match site {
+            SiteAttach::Tracepoint { btf, .. } => *btf,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(btf, [Some(SchedTp::Wakeup), Some(SchedTp::WakeupNew), Some(SchedTp::Switch), Some(SchedTp::Switch)]);
+    // Every start and end names a task the programs are handed: kept with it, so the
+    // exit program has no starts to forget.
+    assert!(spec.actions.iter().all(|(_, a)| a.kept == Kept::Named), "{:?}", spec.actions);
+    assert!(spec.actions.iter().all(|(_, a)| a.encode()[50] & SRC_NAMED != 0));
+    assert!(tid_keyed_aggs_of(&spec).is_empty());
+    let sites = super::sites(std::slice::from_ref(&spec)).unwrap();
+    let numbers: Vec<(u32, usize)> = sites.iter().map(|s| (s.site, s.actions.len())).collect();
+    assert_eq!(numbers, [(2, 2), (3, 1), (4, 1)], "fixed sites; the switch ends one wait and starts another");
+    // An id past the task's slots keeps its starts in the map, still on the BTF sites.
+    let past = compile(&runqlat_wire(), TASK_STARTS, &ProbeLookup::Recorded(&table)).unwrap();
+    assert!(past.actions.iter().all(|(_, a)| a.kept == Kept::Map));
+    assert_eq!(tid_keyed_aggs_of(&past), [TASK_STARTS]);
+
+    // A kernel whose sched_switch record has another layout gets the tracefs tracepoint,
+    // and a start keyed by a field the program is not handed the task of stays in the map.
+    let other = sched_table("\tfield:int next_cpu;\toffset:64;\tsize:4;\tsigned:1;\n");
+    let spec = compile(&runqlat_wire(), 0, &ProbeLookup::Recorded(&other)).unwrap();
+    assert!(spec.actions.iter().all(|(_, a)| a.kept == Kept::Map));
+    let sites = super::sites(std::slice::from_ref(&spec)).unwrap();
+    let mut numbers: Vec<u32> = sites.iter().map(|s| s.site).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, [3, 4, TP_SITES]);
+    let mut by_prio = runqlat_wire();
+    by_prio.start.as_mut().unwrap().key = Correlation::Task("prio".into());
+    let spec = compile(&by_prio, 0, &ProbeLookup::Recorded(&table)).unwrap();
+    assert!(spec.actions.iter().all(|(_, a)| a.kept == Kept::Map));
 }

@@ -149,11 +149,23 @@ pub(super) fn attach_aggs(
         attach_raw(obj, "wt_agg_untrack_exit", "sched_process_exit")?;
     }
     let mut fd = None;
+    let mut btf = None;
     for site in &config.aggs {
         match &site.attach {
             SiteAttach::SysEnter => attach_raw(obj, "wt_agg_sys_enter", "sys_enter")?,
             SiteAttach::SysExit => attach_raw(obj, "wt_agg_sys_exit", "sys_exit")?,
-            SiteAttach::Tracepoint { id, name } => {
+            SiteAttach::Tracepoint { btf: Some(tp), name, .. } => {
+                let (prog, event) = tp.program();
+                let what = format!("tracepoint:{name} (aggregation, {prog})");
+                if btf.is_none() {
+                    btf = Some(aya::Btf::from_sys_fs().map_err(|e| attach_error(&what, e))?);
+                }
+                let Some(btf) = btf.as_ref() else { continue };
+                let p: &mut aya::programs::BtfTracePoint = program(obj, prog, &what)?;
+                p.load(event, btf).map_err(|e| attach_error(&what, verifier_error(&e)))?;
+                p.attach().map_err(|e| attach_error(&what, e))?;
+            }
+            SiteAttach::Tracepoint { id, name, btf: None } => {
                 let what = "the aggregation collector (wt_agg_tracepoint)";
                 if fd.is_none() {
                     let p: &mut TracePoint = program(obj, "wt_agg_tracepoint", what)?;
@@ -198,6 +210,7 @@ pub(super) fn detach(prog: &mut aya::programs::Program) {
     let _ = match prog {
         Program::TracePoint(p) => p.unload(),
         Program::RawTracePoint(p) => p.unload(),
+        Program::BtfTracePoint(p) => p.unload(),
         Program::PerfEvent(p) => p.unload(),
         Program::UProbe(p) => p.unload(),
         _ => Ok(()),
