@@ -138,6 +138,7 @@ pub(super) fn attach(
 pub(super) fn attach_aggs(
     obj: &mut Ebpf,
     config: &LiveConfig,
+    btf: Option<Result<aya::Btf, String>>,
     links: &mut Vec<crate::sys::PerfLink>,
 ) -> Result<(), CollectError> {
     let f = &config.agg_filter;
@@ -148,23 +149,23 @@ pub(super) fn attach_aggs(
     if f.targets.is_some() || !tid_keyed_aggs(&config.aggs).is_empty() {
         attach_raw(obj, "wt_agg_untrack_exit", "sched_process_exit")?;
     }
+    let sched: Vec<SchedTp> = config
+        .aggs
+        .iter()
+        .filter_map(|s| match s.attach {
+            SiteAttach::Tracepoint { btf, .. } => btf,
+            _ => None,
+        })
+        .collect();
+    if !sched.is_empty() {
+        attach_sched(obj, &sched, btf)?;
+    }
     let mut fd = None;
-    let mut btf = None;
     for site in &config.aggs {
         match &site.attach {
             SiteAttach::SysEnter => attach_raw(obj, "wt_agg_sys_enter", "sys_enter")?,
             SiteAttach::SysExit => attach_raw(obj, "wt_agg_sys_exit", "sys_exit")?,
-            SiteAttach::Tracepoint { btf: Some(tp), name, .. } => {
-                let (prog, event) = tp.program();
-                let what = format!("tracepoint:{name} (aggregation, {prog})");
-                if btf.is_none() {
-                    btf = Some(aya::Btf::from_sys_fs().map_err(|e| attach_error(&what, e))?);
-                }
-                let Some(btf) = btf.as_ref() else { continue };
-                let p: &mut aya::programs::BtfTracePoint = program(obj, prog, &what)?;
-                p.load(event, btf).map_err(|e| attach_error(&what, verifier_error(&e)))?;
-                p.attach().map_err(|e| attach_error(&what, e))?;
-            }
+            SiteAttach::Tracepoint { btf: Some(_), .. } => {}
             SiteAttach::Tracepoint { id, name, btf: None } => {
                 let what = "the aggregation collector (wt_agg_tracepoint)";
                 if fd.is_none() {
@@ -180,6 +181,46 @@ pub(super) fn attach_aggs(
                 links.push(link);
             }
         }
+    }
+    Ok(())
+}
+
+/// Load and attach the aggregation collector's programs for the scheduler's BTF
+/// tracepoints `sched`. Each is verified for its own tracepoint (a quarter of a second
+/// each here: every action kind of the collector), so they are verified at once.
+fn attach_sched(obj: &mut Ebpf, sched: &[SchedTp], btf: Option<Result<aya::Btf, String>>) -> Result<(), CollectError> {
+    let what = |tp: SchedTp| format!("tracepoint:sched:{} (aggregation, {})", tp.program().1, tp.program().0);
+    let btf = match btf {
+        Some(Ok(btf)) => btf,
+        Some(Err(e)) => return Err(attach_error(&what(sched[0]), format!("the kernel's BTF: {e}"))),
+        None => return Err(attach_error(&what(sched[0]), "the kernel's BTF was not read")),
+    };
+    let mut progs: Vec<(SchedTp, &mut aya::programs::BtfTracePoint)> = Vec::new();
+    for (name, p) in obj.programs_mut() {
+        if let Some(tp) = sched.iter().copied().find(|tp| tp.program().0 == name) {
+            let p = p.try_into().map_err(|e| attach_error(&what(tp), e))?;
+            progs.push((tp, p));
+        }
+    }
+    if progs.len() != sched.len() {
+        return Err(attach_error(&what(sched[0]), "program missing from the collector"));
+    }
+    let btf = &btf;
+    let loaded: Vec<Result<(), CollectError>> = std::thread::scope(|s| {
+        let jobs: Vec<_> = progs
+            .iter_mut()
+            .map(|(tp, p)| {
+                let tp = *tp;
+                s.spawn(move || p.load(tp.program().1, btf).map_err(|e| attach_error(&what(tp), verifier_error(&e))))
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|j| j.join().unwrap_or_else(|_| Err(attach_error("the verifier's thread", "panicked"))))
+            .collect()
+    });
+    loaded.into_iter().collect::<Result<Vec<()>, _>>()?;
+    for (tp, p) in progs {
+        p.attach().map_err(|e| attach_error(&what(tp), e))?;
     }
     Ok(())
 }

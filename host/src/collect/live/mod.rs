@@ -36,7 +36,7 @@ use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::Chunk;
 use crate::accounting::{AggLosses, KernelCounters, KindCounters, LossReason};
 use crate::collect::agg_maps::{
-    agg_ids, sys_hist_entries, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SiteAttach, SiteConfig, AGG_IDS,
+    agg_ids, sys_hist_entries, tid_aggs_bytes, tid_keyed_aggs, KernelValues, SchedTp, SiteAttach, SiteConfig, AGG_IDS,
     VALUES_MAX,
 };
 
@@ -150,6 +150,10 @@ impl Live {
         let mut objects = Vec::new();
         let mut user_links = Vec::new();
         let (agg_globals, globals) = (Globals::new(&config.agg_filter, config), Globals::new(&config.filter, config));
+        // The scheduler's BTF tracepoints need the kernel's BTF to load: parsed meanwhile.
+        let sched = config.aggs.iter().any(|s| matches!(s.attach, SiteAttach::Tracepoint { btf: Some(_), .. }));
+        let mut btf =
+            sched.then(|| std::thread::Builder::new().name("wasmtap-btf".into()).spawn(aya::Btf::from_sys_fs));
         let mut loader = take_loader();
         for (map, entries) in &config.map_sizes.0 {
             loader.map_max_entries(map, *entries);
@@ -183,7 +187,13 @@ impl Live {
         for (c, obj) in &mut objects {
             let c = *c;
             if c == Collector::Agg {
-                attach_aggs(obj, config, &mut user_links)?;
+                let btf = btf.take().map(|job| match job.map(|j| j.join()) {
+                    Ok(Ok(Ok(btf))) => Ok(btf),
+                    Ok(Ok(Err(e))) => Err(e.to_string()),
+                    Ok(Err(_)) => Err("its parser panicked".to_string()),
+                    Err(e) => Err(e.to_string()),
+                });
+                attach_aggs(obj, config, btf, &mut user_links)?;
                 let missing = |map| CollectError::Map { collector: c, map, reason: "missing".into() };
                 let map = obj.take_map("AGG_VALUES").ok_or_else(|| missing("AGG_VALUES"))?;
                 let array = obj.take_map("AGG_ARRAY").ok_or_else(|| missing("AGG_ARRAY"))?;
