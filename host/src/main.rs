@@ -7,7 +7,14 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     wasmtap::sys::tune_allocator();
-    let cli = match wasmtap::cli::Cli::try_parse() {
+    let args = match wasmtap::cli::expand_script(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("wasmtap: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = match wasmtap::cli::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };

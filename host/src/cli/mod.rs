@@ -240,6 +240,82 @@ pub struct ListArgs {
     daemon: Option<PathBuf>,
 }
 
+/// The command line with bpftrace's ways of running a program in the `script` plugin's
+/// terms: `wasmtap -e PROGRAM [ARGS…] [OPTIONS]`, `wasmtap script FILE [ARGS…] [OPTIONS]`,
+/// and `wasmtap FILE [ARGS…]` (a `#!/usr/bin/env wasmtap` script run as a command) become
+/// `wasmtap run script --param script.program=… --param script.args=…` and the options.
+/// Positional parameters (`$1`…) are the words before the first option, and every word
+/// after `--`. Anything else is returned as it came.
+pub fn expand_script(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>, String> {
+    const COMMANDS: &[&str] =
+        &["run", "list", "record", "replay", "plugin", "daemon", "sessions", "stop", "help", "__collector-stats"];
+    let Some(first) = args.get(1).and_then(|a| a.to_str()) else { return Ok(args) };
+    let (program, from) = match first {
+        "-e" => match args.get(2).and_then(|a| a.to_str()) {
+            Some(p) => (p.to_string(), 3),
+            None => {
+                return Err(
+                    "-e needs a program: wasmtap -e 'tracepoint:syscalls:sys_enter_openat { @[comm] = count(); }'"
+                        .into(),
+                )
+            }
+        },
+        "script" => match args.get(2) {
+            Some(path) => (read_script(std::path::Path::new(path))?, 3),
+            None => return Err("script needs a file: wasmtap script FILE.bt [ARGS…] [OPTIONS]".into()),
+        },
+        f if !f.starts_with('-') && !COMMANDS.contains(&f) && std::path::Path::new(f).is_file() => {
+            (read_script(std::path::Path::new(f))?, 2)
+        }
+        _ => return Ok(args),
+    };
+    let rest = &args[from..];
+    let mut positional = Vec::new();
+    let mut options = Vec::new();
+    let mut in_options = false;
+    let mut after_dashes = false;
+    for a in rest {
+        let text = a.to_str().ok_or("arguments must be UTF-8")?;
+        if after_dashes {
+            positional.push(text.to_string());
+        } else if text == "--" {
+            after_dashes = true;
+        } else if in_options || text.starts_with('-') {
+            in_options = true;
+            options.push(a.clone());
+        } else {
+            positional.push(text.to_string());
+        }
+    }
+    let sep = '\u{1f}';
+    if positional.iter().any(|p| p.contains(sep)) {
+        return Err("a positional parameter may not contain U+001F".into());
+    }
+    let mut out: Vec<std::ffi::OsString> = vec![args[0].clone(), "run".into(), "script".into()];
+    out.push("--param".into());
+    out.push(format!("script.program={program}").into());
+    if !positional.is_empty() {
+        out.push("--param".into());
+        out.push(format!("script.args={}", positional.join(&sep.to_string())).into());
+    }
+    out.extend(options);
+    Ok(out)
+}
+
+fn read_script(path: &std::path::Path) -> Result<String, String> {
+    const MAX: u64 = 1 << 20;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the script {}: {e}", path.display()))?;
+    let mut text = String::new();
+    use std::io::Read;
+    file.take(MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read the script {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX {
+        return Err(format!("the script {} is larger than 1 MiB", path.display()));
+    }
+    Ok(text)
+}
+
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {

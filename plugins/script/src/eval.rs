@@ -1,0 +1,364 @@
+//! The program run over events: values, maps, statements.
+
+use std::collections::HashMap;
+
+use wasmtap_sdk::{Agg, AggOrder, Aggregation, Event, Key};
+
+use crate::parse::{Expr, Fold, Stmt};
+
+/// A value: bpftrace's integers (64-bit) and strings.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Value {
+    Int(i64),
+    Str(String),
+}
+
+impl Value {
+    pub fn int(&self) -> i64 {
+        match self {
+            Value::Int(i) => *i,
+            Value::Str(s) => i64::from(!s.is_empty()),
+        }
+    }
+
+    fn sdk(&self) -> wasmtap_sdk::Value {
+        match self {
+            Value::Int(i) => wasmtap_sdk::Value::Int(*i),
+            Value::Str(s) => wasmtap_sdk::Value::Text(s.clone()),
+        }
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Value::Int(i) => i.to_string(),
+            Value::Str(s) => s.clone(),
+        }
+    }
+}
+
+/// A map's key: its parts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MapKey(pub Vec<Value>);
+
+impl Key for MapKey {
+    fn to_values(&self) -> Vec<wasmtap_sdk::Value> {
+        self.0.iter().map(Value::sdk).collect()
+    }
+}
+
+/// A map: an aggregation (`count()`, `hist()`…) or plain values.
+pub enum Map {
+    Agg { agg: Agg<MapKey>, keyed: bool },
+    Plain { values: HashMap<MapKey, Value>, keyed: bool },
+}
+
+/// Where the interpreter is: the event, if any, and the probe that fired.
+pub struct Ctx<'a, 'e> {
+    pub ev: Option<&'a Event<'e>>,
+    pub probe: &'a str,
+    /// Monotonic ns now (for timers), else the event's.
+    pub now: u64,
+}
+
+/// A fault in the program at run time: the plugin reports it and goes on.
+pub struct Fault(pub String);
+
+pub struct Interp {
+    pub maps: Vec<(String, Map)>,
+    pub args: Vec<String>,
+    pub started_ns: u64,
+    pub vars: HashMap<String, Value>,
+    pub printed: String,
+}
+
+impl Interp {
+    fn map_mut(&mut self, name: &str) -> Option<&mut Map> {
+        self.maps.iter_mut().find(|(n, _)| n == name).map(|(_, m)| m)
+    }
+
+    pub fn run(&mut self, body: &[Stmt], cx: &Ctx<'_, '_>) -> Result<(), Fault> {
+        for s in body {
+            self.stmt(s, cx)?;
+        }
+        Ok(())
+    }
+
+    fn stmt(&mut self, s: &Stmt, cx: &Ctx<'_, '_>) -> Result<(), Fault> {
+        match s {
+            Stmt::Aggregate { map, keys, value, .. } => {
+                let key = self.key(keys, cx)?;
+                let v = match value {
+                    Some(e) => self.eval(e, cx)?.int(),
+                    None => 0,
+                };
+                if let Some(Map::Agg { agg, .. }) = self.map_mut(map) {
+                    agg.add(key, v);
+                }
+            }
+            Stmt::Store { map, keys, op, value, .. } => {
+                let key = self.key(keys, cx)?;
+                let v = self.eval(value, cx)?;
+                if let Some(Map::Plain { values, .. }) = self.map_mut(map) {
+                    let new = match op {
+                        None => v,
+                        Some(op) => {
+                            let old = values.get(&key).map_or(0, Value::int);
+                            Value::Int(arith(op, old, v.int()))
+                        }
+                    };
+                    values.insert(key, new);
+                }
+            }
+            Stmt::Let { var, value } => {
+                let v = self.eval(value, cx)?;
+                self.vars.insert(var.clone(), v);
+            }
+            Stmt::Printf { fmt, args, .. } => {
+                let vals = args.iter().map(|a| self.eval(a, cx)).collect::<Result<Vec<_>, _>>()?;
+                crate::printf::format(fmt, &vals, &mut self.printed);
+            }
+            Stmt::Print { map, .. } => {
+                let text = self.map_text(map);
+                self.printed.push_str(&text);
+            }
+            Stmt::Clear { map, .. } => match self.map_mut(map) {
+                Some(Map::Agg { agg, .. }) => agg.clear(),
+                Some(Map::Plain { values, .. }) => values.clear(),
+                None => {}
+            },
+            Stmt::Zero { map, .. } => match self.map_mut(map) {
+                Some(Map::Agg { agg, .. }) => agg.clear(),
+                Some(Map::Plain { values, .. }) => values.values_mut().for_each(|v| *v = Value::Int(0)),
+                None => {}
+            },
+            Stmt::Delete { map, keys, .. } => {
+                let key = self.key(keys, cx)?;
+                match self.map_mut(map) {
+                    Some(Map::Agg { agg, .. }) => {
+                        agg.remove(&key);
+                    }
+                    Some(Map::Plain { values, .. }) => {
+                        values.remove(&key);
+                    }
+                    None => {}
+                }
+            }
+            Stmt::If { cond, then, otherwise } => {
+                if self.eval(cond, cx)?.int() != 0 {
+                    self.run(then, cx)?;
+                } else {
+                    self.run(otherwise, cx)?;
+                }
+            }
+            Stmt::Expr(e) => {
+                self.eval(e, cx)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn key(&mut self, keys: &[Expr], cx: &Ctx<'_, '_>) -> Result<MapKey, Fault> {
+        keys.iter().map(|k| self.eval(k, cx)).collect::<Result<Vec<_>, _>>().map(MapKey)
+    }
+
+    pub fn eval(&mut self, e: &Expr, cx: &Ctx<'_, '_>) -> Result<Value, Fault> {
+        Ok(match e {
+            Expr::Int(v) => Value::Int(*v),
+            Expr::Str(s) => Value::Str(s.clone()),
+            Expr::Pos(n) => {
+                let arg = self.args.get((*n as usize).wrapping_sub(1)).cloned().unwrap_or_default();
+                match arg.parse::<i64>() {
+                    Ok(v) => Value::Int(v),
+                    Err(_) if arg.is_empty() => Value::Int(0),
+                    Err(_) => Value::Str(arg),
+                }
+            }
+            Expr::PosCount => Value::Int(self.args.len() as i64),
+            Expr::Var(v, _) => self.vars.get(v).cloned().unwrap_or(Value::Int(0)),
+            Expr::Builtin(b, _) => builtin(b, cx, self.started_ns),
+            Expr::Arg(field, _) => arg(field, cx)?,
+            Expr::Map { map, keys, .. } => {
+                let key = self.key(keys, cx)?;
+                match self.maps.iter().find(|(n, _)| n == map).map(|(_, m)| m) {
+                    Some(Map::Agg { agg, .. }) => Value::Int(agg.value(&key).unwrap_or(0)),
+                    Some(Map::Plain { values, .. }) => values.get(&key).cloned().unwrap_or(Value::Int(0)),
+                    None => Value::Int(0),
+                }
+            }
+            Expr::Unary(op, inner) => {
+                let v = self.eval(inner, cx)?.int();
+                Value::Int(match *op {
+                    "!" => i64::from(v == 0),
+                    "-" => v.wrapping_neg(),
+                    _ => !v,
+                })
+            }
+            Expr::Binary(op, a, b, _) => {
+                if *op == "&&" || *op == "||" {
+                    let l = self.eval(a, cx)?.int() != 0;
+                    let short = if *op == "&&" { !l } else { l };
+                    if short {
+                        return Ok(Value::Int(i64::from(l)));
+                    }
+                    return Ok(Value::Int(i64::from(self.eval(b, cx)?.int() != 0)));
+                }
+                let (l, r) = (self.eval(a, cx)?, self.eval(b, cx)?);
+                match (&l, &r) {
+                    (Value::Str(x), Value::Str(y)) if matches!(*op, "==" | "!=") => {
+                        Value::Int(i64::from((x == y) == (*op == "==")))
+                    }
+                    _ => Value::Int(binary(op, l.int(), r.int())),
+                }
+            }
+            Expr::Ternary(c, a, b) => {
+                if self.eval(c, cx)?.int() != 0 {
+                    self.eval(a, cx)?
+                } else {
+                    self.eval(b, cx)?
+                }
+            }
+            Expr::Str1(inner) => match self.eval(inner, cx)? {
+                Value::Int(i) => Value::Str(i.to_string()),
+                s => s,
+            },
+        })
+    }
+
+    /// The maps bpftrace prints at the end: every non-empty one, in order of first use.
+    pub fn reports(&self) -> (Vec<Aggregation>, String) {
+        let (mut aggs, mut text) = (Vec::new(), String::new());
+        for (name, map) in &self.maps {
+            match map {
+                Map::Agg { agg, keyed } if !agg.is_empty() => {
+                    let names: &[&str] = if *keyed { &["key"] } else { &[] };
+                    aggs.push(agg.to_aggregation(name, "", names, AggOrder::ValueAscending, 0));
+                }
+                Map::Plain { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name)),
+                _ => {}
+            }
+        }
+        (aggs, text)
+    }
+
+    /// A map of plain values as bpftrace prints it: `@name[key]: value`, by value.
+    fn map_text(&self, name: &str) -> String {
+        let mut out = String::new();
+        let Some((_, map)) = self.maps.iter().find(|(n, _)| n == name) else { return out };
+        match map {
+            Map::Plain { values, keyed } => {
+                let mut rows: Vec<(&MapKey, &Value)> = values.iter().collect();
+                rows.sort_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)));
+                for (k, v) in rows {
+                    match keyed {
+                        true => {
+                            let parts: Vec<String> = k.0.iter().map(Value::show).collect();
+                            out.push_str(&format!("@{name}[{}]: {}\n", parts.join(", "), v.show()));
+                        }
+                        false => out.push_str(&format!("@{name}: {}\n", v.show())),
+                    }
+                }
+                out.push('\n');
+            }
+            Map::Agg { agg, keyed } => {
+                let mut rows: Vec<(&MapKey, i64)> = agg.iter().map(|(k, v)| (k, scalar(&v))).collect();
+                rows.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+                for (k, v) in rows {
+                    match keyed {
+                        true => {
+                            let parts: Vec<String> = k.0.iter().map(Value::show).collect();
+                            out.push_str(&format!("@{name}[{}]: {v}\n", parts.join(", ")));
+                        }
+                        false => out.push_str(&format!("@{name}: {v}\n")),
+                    }
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn scalar(v: &wasmtap_sdk::AggValue) -> i64 {
+    match v {
+        wasmtap_sdk::AggValue::Scalar(s) => *s,
+        wasmtap_sdk::AggValue::Histogram(h) => h.buckets.iter().map(|b| b.count as i64).sum(),
+        wasmtap_sdk::AggValue::Quantiles(q) => q.count as i64,
+    }
+}
+
+/// A new map for `fold`.
+pub fn new_agg(fold: &Fold) -> Agg<MapKey> {
+    match fold {
+        Fold::Count => Agg::count(),
+        Fold::Sum => Agg::sum(),
+        Fold::Avg => Agg::avg(),
+        Fold::Min => Agg::min(),
+        Fold::Max => Agg::max(),
+        Fold::Hist => Agg::quantize(),
+        Fold::Lhist(min, max, step) => Agg::lquantize(*min, *max, *step).unwrap_or_else(|_| Agg::quantize()),
+    }
+}
+
+fn arith(op: &str, a: i64, b: i64) -> i64 {
+    binary(op, a, b)
+}
+
+/// Integer operators as bpftrace computes them (64-bit, wrapping; division by zero is 0).
+fn binary(op: &str, a: i64, b: i64) -> i64 {
+    match op {
+        "+" => a.wrapping_add(b),
+        "-" => a.wrapping_sub(b),
+        "*" => a.wrapping_mul(b),
+        "/" => a.checked_div(b).unwrap_or(0),
+        "%" => a.checked_rem(b).unwrap_or(0),
+        "&" => a & b,
+        "|" => a | b,
+        "^" => a ^ b,
+        "<<" => a.wrapping_shl(b as u32),
+        ">>" => a.wrapping_shr(b as u32),
+        "==" => i64::from(a == b),
+        "!=" => i64::from(a != b),
+        "<" => i64::from(a < b),
+        "<=" => i64::from(a <= b),
+        ">" => i64::from(a > b),
+        _ => i64::from(a >= b),
+    }
+}
+
+fn builtin(name: &str, cx: &Ctx<'_, '_>, started: u64) -> Value {
+    let ev = cx.ev;
+    match name {
+        "pid" => Value::Int(ev.map_or(0, |e| i64::from(e.pid()))),
+        "tid" => Value::Int(ev.map_or(0, |e| i64::from(e.tid()))),
+        "uid" => Value::Int(ev.map_or(0, |e| i64::from(e.uid()))),
+        "gid" => Value::Int(ev.map_or(0, |e| i64::from(e.gid()))),
+        "cgroup" => Value::Int(ev.map_or(0, |e| e.cgroup_id() as i64)),
+        "comm" => Value::Str(ev.map_or_else(String::new, |e| e.comm().into_owned())),
+        "nsecs" => Value::Int(cx.now as i64),
+        "elapsed" => Value::Int(cx.now.saturating_sub(started) as i64),
+        "probe" => Value::Str(cx.probe.to_string()),
+        // `retval`: a tracepoint's `ret` field (the syscalls' exits).
+        _ => match ev {
+            Some(Event::Tracepoint(tp)) => Value::Int(tp.i64("ret").unwrap_or(0)),
+            Some(Event::SysExit(x)) => Value::Int(x.ret()),
+            _ => Value::Int(0),
+        },
+    }
+}
+
+fn arg(field: &str, cx: &Ctx<'_, '_>) -> Result<Value, Fault> {
+    let Some(Event::Tracepoint(tp)) = cx.ev else {
+        return Err(Fault(format!("args.{field}: {} has no args", cx.probe)));
+    };
+    use wasmtap_sdk::FieldValue;
+    match tp.field(field) {
+        Some(v) => Ok(match v.as_i64() {
+            Some(i) => Value::Int(i),
+            None => match v {
+                FieldValue::Text(t) => Value::Str(t.into_owned()),
+                _ => Value::Int(0),
+            },
+        }),
+        None => Err(Fault(format!("{} has no field `{field}`", cx.probe))),
+    }
+}

@@ -1,0 +1,245 @@
+//! script: bpftrace's language, interpreted inside the sandbox.
+//!
+//! `wasmtap -e 'PROGRAM'` and `wasmtap script FILE.bt` run this plugin with the program
+//! as its `program` parameter. The program is parsed when the plugin starts (an error
+//! names the line and column, with a caret under it), its probes become the plan's
+//! subscriptions, and each event runs the blocks of its probe. Maps are printed at the
+//! end as bpftrace prints them; aggregations (`count()`, `hist()`…) go through the host,
+//! so every output format has them. See README.md for the language supported.
+
+pub mod eval;
+pub mod lex;
+pub mod parse;
+pub mod printf;
+
+use std::collections::{HashMap, HashSet};
+
+use wasmtap_sdk::{
+    export_plugin, Aggregation, Event, Level, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
+    Subscription,
+};
+
+use eval::{Ctx, Interp, Map};
+use lex::SyntaxError;
+use parse::{Block, Stmt};
+
+/// Separates the positional parameters in the `args` parameter.
+pub const ARG_SEP: char = '\u{1f}';
+/// Distinct run-time fault messages logged.
+const FAULTS_LOGGED: usize = 16;
+
+pub struct Script {
+    blocks: Vec<Block>,
+    /// The blocks each subscription runs, in program order.
+    by_sub: Vec<Vec<usize>>,
+    /// Each subscription's probe as written.
+    probe_of: Vec<String>,
+    interp: Interp,
+    faults: HashSet<String>,
+}
+
+impl Plugin for Script {
+    fn info() -> PluginInfo {
+        PluginInfo::new(
+            "script",
+            env!("CARGO_PKG_VERSION"),
+            "bpftrace's language, interpreted in the sandbox: wasmtap -e 'PROGRAM'",
+            vec![
+                ParamSpec::new("program", ParamKind::Text, "", "the program, in bpftrace's language"),
+                ParamSpec::new("args", ParamKind::Text, "", "the positional parameters $1, $2… (separated by U+001F)"),
+            ],
+        )
+    }
+
+    fn start(params: &Params) -> Result<(Self, Plan), String> {
+        let src = params.text("program");
+        let args = params.text("args");
+        let args: Vec<String> =
+            if args.is_empty() { Vec::new() } else { args.split(ARG_SEP).map(String::from).collect() };
+        if src.trim().is_empty() {
+            // What `plugin pack` plans with: nothing. A run needs a program.
+            wasmtap_sdk::log(Level::Warn, "no program: wasmtap -e 'PROGRAM' or wasmtap script FILE.bt");
+            return Ok((Script::empty(), Plan::new(Vec::new())));
+        }
+        Script::new(src, args).map_err(|e| located(src, &e))
+    }
+
+    fn on_event(&mut self, ev: &Event<'_>, out: &mut Output) {
+        let sub = usize::from(ev.sub());
+        let Some(blocks) = self.by_sub.get(sub) else { return };
+        let cx = Ctx { ev: Some(ev), probe: &self.probe_of[sub], now: ev.ts_ns() };
+        for &b in blocks {
+            if let Err(f) = run_block(&mut self.interp, &self.blocks[b], &cx) {
+                note(&mut self.faults, f.0);
+            }
+        }
+        flush(&mut self.interp, out);
+    }
+
+    fn on_tick(&mut self, sub: u32, now_ns: u64, out: &mut Output) -> Vec<Aggregation> {
+        let sub = sub as usize;
+        let Some(blocks) = self.by_sub.get(sub) else { return Vec::new() };
+        if self.probe_of[sub] == "BEGIN" {
+            self.interp.started_ns = now_ns;
+        }
+        let cx = Ctx { ev: None, probe: &self.probe_of[sub], now: now_ns };
+        for &b in blocks {
+            if let Err(f) = run_block(&mut self.interp, &self.blocks[b], &cx) {
+                note(&mut self.faults, f.0);
+            }
+        }
+        flush(&mut self.interp, out);
+        Vec::new()
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Vec<Aggregation> {
+        flush(&mut self.interp, out);
+        let (aggs, text) = self.interp.reports();
+        out.print(&text);
+        aggs
+    }
+}
+
+impl Script {
+    fn empty() -> Script {
+        let interp =
+            Interp { maps: Vec::new(), args: Vec::new(), started_ns: 0, vars: HashMap::new(), printed: String::new() };
+        Script { blocks: Vec::new(), by_sub: Vec::new(), probe_of: Vec::new(), interp, faults: HashSet::new() }
+    }
+
+    /// The program `src` with positional parameters `args`, and the plan it asks for.
+    pub fn new(src: &str, args: Vec<String>) -> Result<(Script, Plan), SyntaxError> {
+        let program = parse::parse(src)?;
+        let mut subs: Vec<Subscription> = Vec::new();
+        let mut probe_of: Vec<String> = Vec::new();
+        let mut by_sub: Vec<Vec<usize>> = Vec::new();
+        for (i, block) in program.blocks.iter().enumerate() {
+            for (probe, at) in &block.probes {
+                let (canonical, sub) = subscription(probe).map_err(|msg| SyntaxError { at: *at, msg })?;
+                let idx = match probe_of.iter().position(|p| *p == canonical) {
+                    Some(idx) => idx,
+                    None => {
+                        subs.push(sub);
+                        probe_of.push(canonical);
+                        by_sub.push(Vec::new());
+                        probe_of.len() - 1
+                    }
+                };
+                if !by_sub[idx].contains(&i) {
+                    by_sub[idx].push(i);
+                }
+            }
+        }
+        let mut maps: Vec<(String, Map)> = Vec::new();
+        for block in &program.blocks {
+            declare(&block.body, &mut maps)?;
+        }
+        let interp = Interp { maps, args, started_ns: 0, vars: HashMap::new(), printed: String::new() };
+        let script = Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new() };
+        Ok((script, Plan::new(subs)))
+    }
+}
+
+/// Run one block: its predicate, then its statements. Scratch variables are the block's.
+fn run_block(interp: &mut Interp, block: &Block, cx: &Ctx<'_, '_>) -> Result<(), eval::Fault> {
+    interp.vars.clear();
+    if let Some(pred) = &block.pred {
+        if interp.eval(pred, cx)?.int() == 0 {
+            return Ok(());
+        }
+    }
+    interp.run(&block.body, cx)
+}
+
+fn flush(interp: &mut Interp, out: &mut Output) {
+    if !interp.printed.is_empty() {
+        out.print(&interp.printed);
+        interp.printed.clear();
+    }
+}
+
+/// Log a run-time fault, each distinct message once (at most [`FAULTS_LOGGED`]).
+fn note(faults: &mut HashSet<String>, msg: String) {
+    if faults.len() < FAULTS_LOGGED && faults.insert(msg.clone()) {
+        wasmtap_sdk::log(Level::Error, &msg);
+    }
+}
+
+/// The subscription a probe as bpftrace writes it stands for, and its canonical name.
+fn subscription(probe: &str) -> Result<(String, Subscription), String> {
+    if probe.contains('*') || probe.contains('?') {
+        return Err(format!("`{probe}`: wildcards in probes are not supported yet"));
+    }
+    let parts: Vec<&str> = probe.split(':').collect();
+    let name = match parts.as_slice() {
+        ["BEGIN"] => return Ok(("BEGIN".into(), Subscription::new("begin"))),
+        ["END"] => return Ok(("END".into(), Subscription::new("end"))),
+        ["tracepoint" | "t", cat, name] => format!("tracepoint:{cat}:{name}"),
+        ["interval" | "i", unit @ ("s" | "ms" | "us"), n] if n.parse::<u64>().is_ok_and(|n| n > 0) => {
+            format!("interval:{unit}:{n}")
+        }
+        ["interval" | "i", ..] => {
+            return Err(format!("`{probe}`: an interval is interval:s:N, interval:ms:N or interval:us:N"))
+        }
+        ["kprobe" | "k" | "kretprobe" | "kr" | "kfunc" | "f" | "fentry" | "kretfunc" | "fexit" | "fr", ..] => {
+            return Err(format!(
+                "`{probe}`: kprobes and fentry are not available on this kernel (not configured, or refused); \
+                 use a tracepoint (`wasmtap list 'tracepoint:*'`)"
+            ))
+        }
+        [class, ..] if ["tracepoint", "t", "BEGIN", "END"].contains(class) => {
+            return Err(format!("`{probe}`: a tracepoint is tracepoint:CATEGORY:NAME"))
+        }
+        _ => return Err(format!("`{probe}`: probes of this kind are not supported in scripts yet")),
+    };
+    Ok((name.clone(), Subscription::new(&name)))
+}
+
+/// Every map the statements use, with its kind, in order of first use; a map used two
+/// ways is an error.
+fn declare(body: &[Stmt], maps: &mut Vec<(String, Map)>) -> Result<(), SyntaxError> {
+    for s in body {
+        match s {
+            Stmt::Aggregate { map, keys, fold, at, .. } => {
+                let keyed = !keys.is_empty();
+                match maps.iter().find(|(n, _)| n == map) {
+                    None => maps.push((map.clone(), Map::Agg { agg: eval::new_agg(fold), keyed })),
+                    Some((_, Map::Agg { agg, keyed: k }))
+                        if agg.kind() == eval::new_agg(fold).kind() && *k == keyed => {}
+                    Some(_) => return Err(SyntaxError { at: *at, msg: format!("@{map} is used as two kinds of map") }),
+                }
+            }
+            Stmt::Store { map, keys, at, .. } => {
+                let keyed = !keys.is_empty();
+                match maps.iter().find(|(n, _)| n == map) {
+                    None => maps.push((map.clone(), Map::Plain { values: HashMap::new(), keyed })),
+                    Some((_, Map::Plain { keyed: k, .. })) if *k == keyed => {}
+                    Some(_) => return Err(SyntaxError { at: *at, msg: format!("@{map} is used as two kinds of map") }),
+                }
+            }
+            Stmt::If { then, otherwise, .. } => {
+                declare(then, maps)?;
+                declare(otherwise, maps)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `msg` at its line and column, with the line and a caret under the column.
+pub fn located(src: &str, e: &SyntaxError) -> String {
+    let at = e.at.min(src.len());
+    let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = src[at..].find('\n').map_or(src.len(), |i| at + i);
+    let line_no = src[..at].matches('\n').count() + 1;
+    let col = src[line_start..at].chars().count() + 1;
+    let text = &src[line_start..line_end];
+    let caret: String = text.chars().take(col - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    format!("{}:{line_no}:{col}: {}\n{text}\n{caret}^", "program", e.msg)
+}
+
+export_plugin!(Script);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,563 @@
+//! bpftrace's grammar, the subset docs/one-liners.md lists: probes, predicates, action
+//! blocks, maps, variables, printf.
+
+use crate::lex::{err, skip, token, SyntaxError, Tok};
+
+#[derive(Debug)]
+pub struct Program {
+    pub blocks: Vec<Block>,
+}
+
+#[derive(Debug)]
+pub struct Block {
+    /// The probes as written, each with where it starts.
+    pub probes: Vec<(String, usize)>,
+    pub pred: Option<Expr>,
+    pub body: Vec<Stmt>,
+}
+
+/// What a map statement keeps.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fold {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Hist,
+    Lhist(i64, i64, i64),
+}
+
+#[derive(Debug)]
+pub enum Stmt {
+    /// `@m[k] = count()`, `sum(v)`, …: an aggregation.
+    Aggregate {
+        map: String,
+        keys: Vec<Expr>,
+        fold: Fold,
+        value: Option<Expr>,
+        at: usize,
+    },
+    /// `@m[k] = v`, `@m[k]++`, `@m[k] += v`: a plain value.
+    Store {
+        map: String,
+        keys: Vec<Expr>,
+        op: Option<&'static str>,
+        value: Expr,
+        at: usize,
+    },
+    Let {
+        var: String,
+        value: Expr,
+    },
+    Printf {
+        fmt: String,
+        args: Vec<Expr>,
+        at: usize,
+    },
+    Print {
+        map: String,
+        at: usize,
+    },
+    Clear {
+        map: String,
+        at: usize,
+    },
+    Zero {
+        map: String,
+        at: usize,
+    },
+    Delete {
+        map: String,
+        keys: Vec<Expr>,
+        at: usize,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+    Expr(Expr),
+}
+
+#[derive(Debug, Clone)]
+pub enum Expr {
+    Int(i64),
+    Str(String),
+    /// `pid`, `comm`, `nsecs`…
+    Builtin(String, usize),
+    /// `args.NAME`, `args->NAME`.
+    Arg(String, usize),
+    Var(String, usize),
+    Pos(u32),
+    PosCount,
+    Map {
+        map: String,
+        keys: Vec<Expr>,
+        at: usize,
+    },
+    Unary(&'static str, Box<Expr>),
+    Binary(&'static str, Box<Expr>, Box<Expr>, usize),
+    Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `str(e)`.
+    Str1(Box<Expr>),
+}
+
+const BUILTINS: &[&str] = &["pid", "tid", "uid", "gid", "comm", "nsecs", "elapsed", "cgroup", "probe", "retval"];
+const FOLDS: &[&str] = &["count", "sum", "avg", "min", "max", "hist", "lhist", "stats"];
+/// Known but not yet interpreted: refused with this reason.
+const LATER: &[(&str, &str)] = &[
+    ("exit", "exit() is not supported yet; end the run with -d DURATION or -c CMD"),
+    ("kstack", "kstack is not supported in scripts yet"),
+    ("ustack", "ustack is not supported in scripts yet"),
+    ("ksym", "ksym() is not supported in scripts yet"),
+    ("usym", "usym() is not supported in scripts yet"),
+    ("cpu", "cpu is not recorded with events"),
+    ("time", "time() is not supported yet"),
+    ("stats", "stats() is not supported yet; use count(), sum() or avg()"),
+    ("unroll", "unroll is not supported yet"),
+    ("while", "while loops are not supported yet"),
+    ("for", "for loops are not supported yet"),
+];
+
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+    /// A `/` ends the predicate here instead of dividing (inside parentheses it divides).
+    in_pred: bool,
+}
+
+/// Parse a whole program.
+pub fn parse(src: &str) -> Result<Program, SyntaxError> {
+    let mut p = Parser { src, pos: 0, in_pred: false };
+    let mut blocks = Vec::new();
+    loop {
+        p.pos = skip(src, p.pos)?;
+        if p.pos >= src.len() {
+            break;
+        }
+        blocks.push(p.block()?);
+    }
+    if blocks.is_empty() {
+        return err(0, "no probes: a program is `PROBE[, PROBE…] [/PREDICATE/] { ACTIONS }`");
+    }
+    Ok(Program { blocks })
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Result<(Tok, usize, usize), SyntaxError> {
+        token(self.src, self.pos)
+    }
+
+    fn next(&mut self) -> Result<(Tok, usize), SyntaxError> {
+        let (t, start, end) = self.peek()?;
+        self.pos = end;
+        Ok((t, start))
+    }
+
+    fn is(&self, punct: &str) -> Result<bool, SyntaxError> {
+        Ok(matches!(self.peek()?.0, Tok::Punct(p) if p == punct))
+    }
+
+    fn eat(&mut self, punct: &str) -> Result<bool, SyntaxError> {
+        if self.is(punct)? {
+            self.next()?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn expect(&mut self, punct: &str) -> Result<usize, SyntaxError> {
+        let (t, at, _) = self.peek()?;
+        match t {
+            Tok::Punct(p) if p == punct => {
+                self.next()?;
+                Ok(at)
+            }
+            other => err(at, format!("syntax error, unexpected {}, expecting {punct}", describe(&other))),
+        }
+    }
+
+    /// Probes up to the predicate or the block, then both.
+    fn block(&mut self) -> Result<Block, SyntaxError> {
+        let mut probes = Vec::new();
+        loop {
+            self.pos = skip(self.src, self.pos)?;
+            let start = self.pos;
+            let b = self.src.as_bytes();
+            let text = &self.src[start..];
+            // A uprobe's path has slashes; elsewhere a slash starts the predicate.
+            let path = ["u:", "uprobe:", "ur:", "uretprobe:", "U:", "usdt:"].iter().any(|p| text.starts_with(p));
+            let mut end = start;
+            while end < b.len() && !b" \t\r\n{,".contains(&b[end]) && (path || b[end] != b'/') {
+                end += 1;
+            }
+            if end == start {
+                return err(start, "syntax error: expected a probe");
+            }
+            probes.push((self.src[start..end].to_string(), start));
+            self.pos = skip(self.src, end)?;
+            if self.src[self.pos..].starts_with(',') {
+                self.pos += 1;
+                continue;
+            }
+            break;
+        }
+        let mut pred = None;
+        if self.src[self.pos..].starts_with('/') {
+            self.pos += 1;
+            self.in_pred = true;
+            let e = self.expr()?;
+            self.in_pred = false;
+            self.expect("/")?;
+            pred = Some(e);
+        }
+        let body = self.body()?;
+        Ok(Block { probes, pred, body })
+    }
+
+    fn body(&mut self) -> Result<Vec<Stmt>, SyntaxError> {
+        self.expect("{")?;
+        let mut out = Vec::new();
+        loop {
+            if self.eat("}")? {
+                return Ok(out);
+            }
+            if self.eat(";")? {
+                continue;
+            }
+            out.push(self.stmt()?);
+            if !self.is("}")? && !self.is(";")? {
+                let (t, at, _) = self.peek()?;
+                if !matches!(out.last(), Some(Stmt::If { .. })) {
+                    return err(at, format!("syntax error, unexpected {}, expecting ; or }}", describe(&t)));
+                }
+            }
+        }
+    }
+
+    fn map_name(&mut self) -> Result<(String, usize), SyntaxError> {
+        match self.next()? {
+            (Tok::Map(m), at) => Ok((m, at)),
+            (t, at) => err(at, format!("syntax error, unexpected {}, expecting a map", describe(&t))),
+        }
+    }
+
+    fn keys(&mut self) -> Result<Vec<Expr>, SyntaxError> {
+        let mut keys = Vec::new();
+        if self.eat("[")? {
+            loop {
+                keys.push(self.expr()?);
+                if self.eat("]")? {
+                    break;
+                }
+                self.expect(",")?;
+            }
+        }
+        Ok(keys)
+    }
+
+    fn stmt(&mut self) -> Result<Stmt, SyntaxError> {
+        let (t, at, _) = self.peek()?;
+        match t {
+            Tok::Map(_) => {
+                let (map, at) = self.map_name()?;
+                let keys = self.keys()?;
+                for op in ["++", "--"] {
+                    if self.eat(op)? {
+                        let value = Expr::Int(if op == "++" { 1 } else { -1 });
+                        return Ok(Stmt::Store { map, keys, op: Some("+"), value, at });
+                    }
+                }
+                for op in ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="] {
+                    if self.eat(op)? {
+                        let value = self.expr()?;
+                        return Ok(Stmt::Store { map, keys, op: Some(op_of(op)), value, at });
+                    }
+                }
+                self.expect("=")?;
+                if let (Tok::Ident(f), fat, _) = self.peek()? {
+                    if FOLDS.contains(&f.as_str()) && self.src[skip(self.src, fat + f.len())?..].starts_with('(') {
+                        return self.fold(map, keys, &f, fat, at);
+                    }
+                }
+                let value = self.expr()?;
+                Ok(Stmt::Store { map, keys, op: None, value, at })
+            }
+            Tok::Var(v) => {
+                self.next()?;
+                for op in ["++", "--"] {
+                    if self.eat(op)? {
+                        let value = Expr::Int(if op == "++" { 1 } else { -1 });
+                        let sum = Expr::Binary("+", Box::new(Expr::Var(v.clone(), at)), Box::new(value), at);
+                        return Ok(Stmt::Let { var: v, value: sum });
+                    }
+                }
+                for op in ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="] {
+                    if self.eat(op)? {
+                        let rhs = self.expr()?;
+                        let value = Expr::Binary(op_of(op), Box::new(Expr::Var(v.clone(), at)), Box::new(rhs), at);
+                        return Ok(Stmt::Let { var: v, value });
+                    }
+                }
+                self.expect("=")?;
+                let value = self.expr()?;
+                Ok(Stmt::Let { var: v, value })
+            }
+            Tok::Ident(name) => match name.as_str() {
+                "if" => {
+                    self.next()?;
+                    self.expect("(")?;
+                    let cond = self.expr()?;
+                    self.expect(")")?;
+                    let then = self.body()?;
+                    let mut otherwise = Vec::new();
+                    if matches!(self.peek()?.0, Tok::Ident(ref e) if e == "else") {
+                        self.next()?;
+                        if matches!(self.peek()?.0, Tok::Ident(ref i) if i == "if") {
+                            otherwise.push(self.stmt()?);
+                        } else {
+                            otherwise = self.body()?;
+                        }
+                    }
+                    Ok(Stmt::If { cond, then, otherwise })
+                }
+                "printf" => {
+                    self.next()?;
+                    self.expect("(")?;
+                    let fmt = match self.next()? {
+                        (Tok::Str(s), _) => s,
+                        (t, at) => {
+                            return err(
+                                at,
+                                format!("printf: the first argument must be a string, not {}", describe(&t)),
+                            )
+                        }
+                    };
+                    let mut args = Vec::new();
+                    while self.eat(",")? {
+                        args.push(self.expr()?);
+                    }
+                    self.expect(")")?;
+                    crate::printf::check(&fmt, args.len()).map_err(|msg| crate::lex::SyntaxError { at, msg })?;
+                    Ok(Stmt::Printf { fmt, args, at })
+                }
+                "print" | "clear" | "zero" | "delete" => {
+                    self.next()?;
+                    self.expect("(")?;
+                    let (map, mat) = self.map_name()?;
+                    let keys = self.keys()?;
+                    self.expect(")")?;
+                    if name != "delete" && !keys.is_empty() {
+                        return err(mat, format!("{name}() takes a whole map, without keys"));
+                    }
+                    Ok(match name.as_str() {
+                        "print" => Stmt::Print { map, at },
+                        "clear" => Stmt::Clear { map, at },
+                        "zero" => Stmt::Zero { map, at },
+                        _ => Stmt::Delete { map, keys, at },
+                    })
+                }
+                _ => Ok(Stmt::Expr(self.expr()?)),
+            },
+            _ => Ok(Stmt::Expr(self.expr()?)),
+        }
+    }
+
+    /// `f(…)` at `at` assigned to `map` at `map_at`.
+    fn fold(&mut self, map: String, keys: Vec<Expr>, f: &str, at: usize, map_at: usize) -> Result<Stmt, SyntaxError> {
+        if let Some((_, why)) = LATER.iter().find(|(n, _)| *n == f) {
+            return err(at, *why);
+        }
+        self.next()?;
+        self.expect("(")?;
+        let mut args = Vec::new();
+        if !self.is(")")? {
+            loop {
+                args.push(self.expr()?);
+                if !self.eat(",")? {
+                    break;
+                }
+            }
+        }
+        self.expect(")")?;
+        let want = match f {
+            "count" => 0,
+            "lhist" => 4,
+            _ => 1,
+        };
+        if args.len() != want {
+            return err(
+                at,
+                format!("{f}() takes {want} argument{}, not {}", if want == 1 { "" } else { "s" }, args.len()),
+            );
+        }
+        let fold = match f {
+            "count" => Fold::Count,
+            "sum" => Fold::Sum,
+            "avg" => Fold::Avg,
+            "min" => Fold::Min,
+            "max" => Fold::Max,
+            "hist" => Fold::Hist,
+            _ => {
+                let int = |e: &Expr, what: &str| match e {
+                    Expr::Int(v) => Ok(*v),
+                    Expr::Unary("-", inner) => match **inner {
+                        Expr::Int(v) => Ok(-v),
+                        _ => err(at, format!("lhist(): {what} must be an integer literal")),
+                    },
+                    _ => err(at, format!("lhist(): {what} must be an integer literal")),
+                };
+                let (min, max, step) = (int(&args[1], "min")?, int(&args[2], "max")?, int(&args[3], "step")?);
+                if step <= 0 || max <= min {
+                    return err(at, "lhist(): needs min < max and a step above 0");
+                }
+                Fold::Lhist(min, max, step)
+            }
+        };
+        let value = (fold != Fold::Count).then(|| args.swap_remove(0));
+        Ok(Stmt::Aggregate { map, keys, fold, value, at: map_at })
+    }
+
+    pub fn expr(&mut self) -> Result<Expr, SyntaxError> {
+        let cond = self.binary(0)?;
+        if self.eat("?")? {
+            let a = self.expr()?;
+            self.expect(":")?;
+            let b = self.expr()?;
+            return Ok(Expr::Ternary(Box::new(cond), Box::new(a), Box::new(b)));
+        }
+        Ok(cond)
+    }
+
+    fn binary(&mut self, min: u8) -> Result<Expr, SyntaxError> {
+        let mut lhs = self.unary()?;
+        loop {
+            let (t, at, _) = self.peek()?;
+            let Tok::Punct(op) = t else { break };
+            if op == "/" && self.in_pred {
+                break;
+            }
+            let Some(prec) = precedence(op) else { break };
+            if prec < min {
+                break;
+            }
+            self.next()?;
+            let rhs = self.binary(prec + 1)?;
+            lhs = Expr::Binary(op, Box::new(lhs), Box::new(rhs), at);
+        }
+        Ok(lhs)
+    }
+
+    fn unary(&mut self) -> Result<Expr, SyntaxError> {
+        for op in ["!", "-", "~"] {
+            if self.eat(op)? {
+                return Ok(Expr::Unary(op, Box::new(self.unary()?)));
+            }
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Result<Expr, SyntaxError> {
+        let (t, at) = self.next()?;
+        Ok(match t {
+            Tok::Int(v) => Expr::Int(v),
+            Tok::Str(s) => Expr::Str(s),
+            Tok::Pos(n) => Expr::Pos(n),
+            Tok::PosCount => Expr::PosCount,
+            Tok::Var(v) => Expr::Var(v, at),
+            Tok::Map(map) => {
+                let keys = self.keys()?;
+                Expr::Map { map, keys, at }
+            }
+            Tok::Punct("(") => {
+                let pred = std::mem::replace(&mut self.in_pred, false);
+                let e = self.expr()?;
+                self.in_pred = pred;
+                self.expect(")")?;
+                e
+            }
+            Tok::Ident(name) => {
+                if let Some((_, why)) = LATER.iter().find(|(n, _)| *n == name) {
+                    return err(at, *why);
+                }
+                match name.as_str() {
+                    "args" => {
+                        if !self.eat(".")? && !self.eat("->")? {
+                            let (t, at, _) = self.peek()?;
+                            return err(at, format!("syntax error, unexpected {}, expecting . or ->", describe(&t)));
+                        }
+                        match self.next()? {
+                            (Tok::Ident(f), fat) => Expr::Arg(f, fat),
+                            (t, at) => {
+                                return err(
+                                    at,
+                                    format!("syntax error, unexpected {}, expecting a field name", describe(&t)),
+                                )
+                            }
+                        }
+                    }
+                    "str" => {
+                        self.expect("(")?;
+                        let e = self.expr()?;
+                        self.expect(")")?;
+                        Expr::Str1(Box::new(e))
+                    }
+                    n if BUILTINS.contains(&n) => Expr::Builtin(name, at),
+                    n if FOLDS.contains(&n) => {
+                        return err(at, format!("{n}() can only be assigned to a map: @x = {n}(…)"))
+                    }
+                    _ => return err(at, format!("unknown identifier `{name}`")),
+                }
+            }
+            other => return err(at, format!("syntax error, unexpected {}", describe(&other))),
+        })
+    }
+}
+
+/// The operator a compound assignment applies.
+fn op_of(assign: &str) -> &'static str {
+    match assign {
+        "+=" => "+",
+        "-=" => "-",
+        "*=" => "*",
+        "/=" => "/",
+        "%=" => "%",
+        "&=" => "&",
+        "|=" => "|",
+        "^=" => "^",
+        "<<=" => "<<",
+        _ => ">>",
+    }
+}
+
+/// C's binary precedences, higher binds tighter.
+fn precedence(op: &str) -> Option<u8> {
+    Some(match op {
+        "||" => 1,
+        "&&" => 2,
+        "|" => 3,
+        "^" => 4,
+        "&" => 5,
+        "==" | "!=" => 6,
+        "<" | "<=" | ">" | ">=" => 7,
+        "<<" | ">>" => 8,
+        "+" | "-" => 9,
+        "*" | "/" | "%" => 10,
+        _ => return None,
+    })
+}
+
+fn describe(t: &Tok) -> String {
+    match t {
+        Tok::Ident(s) => format!("identifier `{s}`"),
+        Tok::Int(v) => format!("integer {v}"),
+        Tok::Str(s) => format!("string \"{s}\""),
+        Tok::Map(m) => format!("map @{m}"),
+        Tok::Var(v) => format!("variable ${v}"),
+        Tok::Pos(n) => format!("parameter ${n}"),
+        Tok::PosCount => "$#".into(),
+        Tok::Punct(p) => p.to_string(),
+        Tok::Eof => "end of file".into(),
+    }
+}

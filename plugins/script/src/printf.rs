@@ -1,0 +1,190 @@
+//! `printf` with bpftrace's verbs (C's): flags `-0+ #`, a width, a precision, the
+//! length modifiers `h`, `l`, `ll`, `z`, and `d i u x X o s c p %`.
+
+use crate::eval::Value;
+
+/// One conversion of a format.
+struct Spec {
+    left: bool,
+    zero: bool,
+    plus: bool,
+    space: bool,
+    alt: bool,
+    width: usize,
+    precision: Option<usize>,
+    conv: char,
+}
+
+enum Piece<'a> {
+    Text(&'a str),
+    Conv(Spec),
+}
+
+fn pieces(fmt: &str) -> Result<Vec<Piece<'_>>, String> {
+    let mut out = Vec::new();
+    let b = fmt.as_bytes();
+    let (mut i, mut text) = (0, 0);
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        if text < i {
+            out.push(Piece::Text(&fmt[text..i]));
+        }
+        i += 1;
+        if b.get(i) == Some(&b'%') {
+            out.push(Piece::Text("%"));
+            i += 1;
+            text = i;
+            continue;
+        }
+        let mut s = Spec {
+            left: false,
+            zero: false,
+            plus: false,
+            space: false,
+            alt: false,
+            width: 0,
+            precision: None,
+            conv: 'd',
+        };
+        while let Some(&f) = b.get(i) {
+            match f {
+                b'-' => s.left = true,
+                b'0' => s.zero = true,
+                b'+' => s.plus = true,
+                b' ' => s.space = true,
+                b'#' => s.alt = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        while let Some(d) = b.get(i).filter(|d| d.is_ascii_digit()) {
+            s.width = (s.width * 10 + usize::from(d - b'0')).min(1024);
+            i += 1;
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            let mut p = 0usize;
+            while let Some(d) = b.get(i).filter(|d| d.is_ascii_digit()) {
+                p = (p * 10 + usize::from(d - b'0')).min(1024);
+                i += 1;
+            }
+            s.precision = Some(p);
+        }
+        while let Some(b'h' | b'l' | b'z' | b'j' | b't') = b.get(i) {
+            i += 1;
+        }
+        let Some(&c) = b.get(i) else { return Err(format!("printf: the format ends inside a conversion: \"{fmt}\"")) };
+        if !b"diuxXoscp".contains(&c) {
+            return Err(format!("printf: unknown conversion `%{}` in \"{fmt}\"", c as char));
+        }
+        s.conv = c as char;
+        i += 1;
+        text = i;
+        out.push(Piece::Conv(s));
+    }
+    if text < b.len() {
+        out.push(Piece::Text(&fmt[text..]));
+    }
+    Ok(out)
+}
+
+/// The format is valid and takes `args` arguments.
+pub fn check(fmt: &str, args: usize) -> Result<(), String> {
+    let want = pieces(fmt)?.iter().filter(|p| matches!(p, Piece::Conv(_))).count();
+    if want != args {
+        return Err(format!(
+            "printf: the format has {want} conversion{} but {args} argument{} follow",
+            plural(want),
+            plural(args)
+        ));
+    }
+    Ok(())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// `fmt` applied to `args` (checked by [`check`]), appended to `out`.
+pub fn format(fmt: &str, args: &[Value], out: &mut String) {
+    let Ok(pieces) = pieces(fmt) else { return };
+    let mut args = args.iter();
+    for p in pieces {
+        match p {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Conv(s) => {
+                let v = args.next().cloned().unwrap_or(Value::Int(0));
+                conv(&s, &v, out);
+            }
+        }
+    }
+}
+
+fn conv(s: &Spec, v: &Value, out: &mut String) {
+    let int = || match v {
+        Value::Int(i) => *i,
+        Value::Str(t) => t.trim().parse().unwrap_or(0),
+    };
+    let (sign, body) = match s.conv {
+        's' => {
+            let text = match v {
+                Value::Str(t) => t.clone(),
+                Value::Int(i) => i.to_string(),
+            };
+            let text: String = match s.precision {
+                Some(p) => text.chars().take(p).collect(),
+                None => text,
+            };
+            return pad(s, "", &text, false, out);
+        }
+        'c' => return pad(s, "", &char::from(int() as u8).to_string(), false, out),
+        'd' | 'i' => {
+            let i = int();
+            let sign = if i < 0 {
+                "-"
+            } else if s.plus {
+                "+"
+            } else if s.space {
+                " "
+            } else {
+                ""
+            };
+            (sign, i.unsigned_abs().to_string())
+        }
+        'u' => ("", (int() as u64).to_string()),
+        'x' => (if s.alt { "0x" } else { "" }, format!("{:x}", int() as u64)),
+        'X' => (if s.alt { "0X" } else { "" }, format!("{:X}", int() as u64)),
+        'o' => (if s.alt { "0" } else { "" }, format!("{:o}", int() as u64)),
+        _ => ("0x", format!("{:x}", int() as u64)),
+    };
+    let body = match s.precision {
+        Some(p) if body.len() < p => format!("{}{body}", "0".repeat(p - body.len())),
+        _ => body,
+    };
+    pad(s, sign, &body, s.zero && s.precision.is_none(), out);
+}
+
+fn pad(s: &Spec, sign: &str, body: &str, zero: bool, out: &mut String) {
+    let len = sign.len() + body.chars().count();
+    let fill = s.width.saturating_sub(len);
+    if s.left {
+        out.push_str(sign);
+        out.push_str(body);
+        out.extend(std::iter::repeat_n(' ', fill));
+    } else if zero {
+        out.push_str(sign);
+        out.extend(std::iter::repeat_n('0', fill));
+        out.push_str(body);
+    } else {
+        out.extend(std::iter::repeat_n(' ', fill));
+        out.push_str(sign);
+        out.push_str(body);
+    }
+}

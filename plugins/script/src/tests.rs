@@ -1,0 +1,145 @@
+use super::*;
+use wasmtap_sdk::{test_records, Record};
+
+fn script(src: &str) -> Script {
+    match Script::new(src, Vec::new()) {
+        Ok((s, _)) => s,
+        Err(e) => panic!("{}", located(src, &e)),
+    }
+}
+
+fn refused(src: &str) -> String {
+    match Script::new(src, Vec::new()) {
+        Ok(_) => panic!("accepted: {src}"),
+        Err(e) => located(src, &e),
+    }
+}
+
+/// A tracepoint event of subscription `sub` from process `pid` named `comm`.
+fn event(pid: u32, comm: &[u8], sub: u16) -> Vec<u8> {
+    let mut b = test_records::tracepoint(pid, sub, 7, &[0u8; 16]);
+    test_records::put(&mut b, wasmtap_sdk::abi::header::COMM, &[0u8; 16]);
+    test_records::put(&mut b, wasmtap_sdk::abi::header::COMM, comm);
+    b
+}
+
+fn offer(s: &mut Script, recs: &[Vec<u8>]) -> String {
+    let mut out = Output::new();
+    for r in recs {
+        let ev = Event::new(Record::new(r)).unwrap();
+        s.on_event(&ev, &mut out);
+    }
+    out.text()
+}
+
+#[test]
+fn probes_become_subscriptions_once_each() {
+    let (s, plan) = Script::new(
+        "BEGIN { printf(\"hi\\n\"); } t:syscalls:sys_enter_read, tracepoint:syscalls:sys_enter_write { @[comm] = count(); }
+         tracepoint:syscalls:sys_enter_read /pid == 42/ { @r = count(); } interval:s:1 { print(@r); } END { clear(@r); }",
+        Vec::new(),
+    )
+    .unwrap();
+    let probes: Vec<&str> = plan.subscriptions.iter().map(|s| s.probe.as_str()).collect();
+    assert_eq!(
+        probes,
+        ["begin", "tracepoint:syscalls:sys_enter_read", "tracepoint:syscalls:sys_enter_write", "interval:s:1", "end"]
+    );
+    assert_eq!(s.by_sub, vec![vec![0], vec![1, 2], vec![1], vec![3], vec![4]]);
+}
+
+#[test]
+fn counts_by_comm_with_a_predicate_and_prints_like_bpftrace() {
+    let mut s = script("t:a:b /pid != 3/ { @[comm] = count(); @total = sum(pid); @last[pid] = pid * 2; }");
+    offer(&mut s, &[event(1, b"bash", 0), event(2, b"sshd", 0), event(2, b"sshd", 0), event(3, b"cron", 0)]);
+    let (aggs, text) = s.interp.reports();
+    assert_eq!(aggs.len(), 2);
+    let counts: Vec<(String, i64)> = aggs[0]
+        .entries
+        .iter()
+        .map(|e| match (&e.key[0], &e.value) {
+            (wasmtap_sdk::Value::Text(k), wasmtap_sdk::AggValue::Scalar(v)) => (k.clone(), *v),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(counts, [("bash".to_string(), 1), ("sshd".to_string(), 2)]);
+    assert_eq!(aggs[1].entries[0].value, wasmtap_sdk::AggValue::Scalar(5));
+    assert_eq!(text, "@last[1]: 2\n@last[2]: 4\n\n");
+}
+
+#[test]
+fn printf_formats_as_c_does() {
+    let mut s =
+        script(r#"t:a:b { printf("%-6s|%5d|%05d|%x|%#x|%u|%c|%%|%s\n", comm, pid, pid, 255, 255, -1, 65, "x"); }"#);
+    let text = offer(&mut s, &[event(42, b"cat", 0)]);
+    assert_eq!(text, "cat   |   42|00042|ff|0xff|18446744073709551615|A|%|x\n");
+}
+
+#[test]
+fn variables_conditions_and_operators_compute_as_bpftrace() {
+    let mut s = script(
+        "t:a:b { $x = pid * 3 + 1; if ($x > 10 && comm == \"big\") { @big = count(); } else if ($x == 4) { @one++; } \
+         else { @other += $x; } @t[pid % 2 == 0 ? \"even\" : \"odd\"] = count(); @d = 7 / 0; }",
+    );
+    offer(&mut s, &[event(1, b"a", 0), event(5, b"big", 0), event(6, b"small", 0)]);
+    let (aggs, text) = s.interp.reports();
+    assert_eq!(aggs[0].entries[0].value, wasmtap_sdk::AggValue::Scalar(1), "@big");
+    assert_eq!(text, "@one: 1\n\n@other: 19\n\n@d: 0\n\n");
+    let keys: Vec<String> = aggs[1].entries.iter().map(|e| format!("{:?}", e.key)).collect();
+    assert_eq!(keys.len(), 2);
+}
+
+#[test]
+fn histograms_bucket_as_bpftrace_hist_and_lhist() {
+    let mut s = script("t:a:b { @h = hist(pid); @l = lhist(pid, 0, 100, 10); }");
+    offer(&mut s, &[event(1, b"a", 0), event(3, b"a", 0), event(50, b"a", 0), event(200, b"a", 0)]);
+    let (aggs, _) = s.interp.reports();
+    let wasmtap_sdk::AggValue::Histogram(h) = &aggs[0].entries[0].value else { panic!() };
+    let counts: Vec<(i64, i64, u64)> =
+        h.buckets.iter().filter(|b| b.count > 0).map(|b| (b.low, b.high, b.count)).collect();
+    assert_eq!(counts, [(1, 2, 1), (2, 4, 1), (32, 64, 1), (128, 256, 1)], "[low, high)");
+    let wasmtap_sdk::AggValue::Histogram(l) = &aggs[1].entries[0].value else { panic!() };
+    assert_eq!(l.buckets.iter().map(|b| b.count).sum::<u64>(), 4);
+}
+
+#[test]
+fn positional_parameters_are_numbers_or_text() {
+    let (mut s, _) =
+        Script::new("t:a:b /pid == $1/ { @[str($2)] = count(); @n = $#; }", vec!["7".into(), "tag".into()]).unwrap();
+    offer(&mut s, &[event(7, b"a", 0), event(8, b"a", 0)]);
+    let (aggs, text) = s.interp.reports();
+    assert_eq!(aggs[0].entries.len(), 1);
+    assert_eq!(aggs[0].entries[0].key, vec![wasmtap_sdk::Value::Text("tag".into())]);
+    assert_eq!(text, "@n: 2\n\n");
+}
+
+#[test]
+fn ten_malformed_programs_each_name_the_line_and_column() {
+    let cases: &[(&str, &str)] = &[
+        ("t:a:b { @ = count( }", "program:1:20: syntax error, unexpected }"),
+        ("t:a:b { @x = 1 @y = 2; }", "program:1:16: syntax error, unexpected map @y, expecting ; or }"),
+        ("t:a:b /pid == / { }", "program:1:15: syntax error, unexpected /"),
+        (
+            "t:a:b { printf(\"%d %d\\n\", pid); }",
+            "program:1:9: printf: the format has 2 conversions but 1 argument follow",
+        ),
+        ("t:a:b { @x = foo; }", "program:1:14: unknown identifier `foo`"),
+        ("t:a:b { @x = \"abc; }", "program:1:14: unterminated string"),
+        ("kprobe:vfs_read { @ = count(); }", "program:1:1: `kprobe:vfs_read`: kprobes and fentry are not available"),
+        ("t:a:b { @x = count(); }\nt:c:d { @x = sum(pid); }", "program:2:9: @x is used as two kinds of map"),
+        ("t:a:b { @h = lhist(pid, 10, 0, 1); }", "program:1:14: lhist(): needs min < max"),
+        ("t:a:b { $ = 1; }", "program:1:9: a variable needs a name after `$`"),
+        ("t:a:b { @x = sum(); }", "program:1:14: sum() takes 1 argument, not 0"),
+        ("", "program:1:1: no probes"),
+        ("t:syscalls:sys_enter_* { @ = count(); }", "wildcards in probes are not supported yet"),
+    ];
+    for (src, want) in cases {
+        let got = refused(src);
+        assert!(got.contains(want), "{src}:\n{got}\nwanted: {want}");
+        // The caret sits under the column named.
+        let first = got.lines().next().unwrap();
+        let col: usize = first.split(':').nth(2).unwrap().parse().unwrap();
+        let caret = got.lines().nth(2).unwrap();
+        assert_eq!(caret.len(), col, "{got}");
+    }
+}

@@ -1,0 +1,110 @@
+//! One-liners: bpftrace's language run by the `script` plugin (`wasmtap -e`, `wasmtap
+//! script FILE`, `wasmtap FILE` as a `#!` interpreter), against workloads with known
+//! counts. Live tests need root and BPF: in CI they run and must pass.
+
+use wasmtap_tests::*;
+
+#[test]
+fn a_count_by_comm_one_liner_counts_every_getppid_of_the_command() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 200000", workload("getppid_loop").display());
+    let o = run(wasmtap().args([
+        "-e",
+        "tracepoint:syscalls:sys_enter_getppid { @[comm] = count(); @calls = count(); }",
+        "-c",
+        &cmd,
+    ]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("@[getppid_loop]: 200000\n"), "{out}");
+    assert!(out.contains("@calls: 200000\n"), "{out}");
+
+    // The same maps in JSON, as every plugin's aggregations.
+    let o =
+        run(wasmtap().args(["-e", "t:syscalls:sys_enter_getppid { @[comm] = count(); }", "-c", &cmd, "-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines = json_lines(&stdout(&o));
+    let map = lines.iter().find(|v| v["type"] == "map").expect("a map record");
+    assert_eq!(map["data"]["@"]["getppid_loop"], 200000, "{map}");
+}
+
+#[test]
+fn predicates_printf_and_histograms_over_tracepoint_fields_match_the_workload() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 300 writes of 100 bytes, then 200 of 8192, to /dev/null.
+    let cmd = workload("write_sizes").display().to_string();
+    let program = r#"
+        tracepoint:syscalls:sys_enter_write /args.count == 100 || args->count == 8192/ {
+            @sizes = hist(args.count);
+            @by[args.count > 1000 ? "large" : "small"] = count();
+            @total = sum(args.count);
+            $kib = args.count / 1024;
+            if ($kib == 8) { printf("%s wrote %d KiB\n", comm, $kib); }
+        }
+        END { printf("writes: %d\n", @by["small"] + @by["large"]); }
+    "#;
+    let o = run(wasmtap().args(["-e", program, "-c", &cmd]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert_eq!(out.matches("write_sizes wrote 8 KiB\n").count(), 200, "{out}");
+    assert!(out.contains("writes: 500\n"), "{out}");
+    assert!(out.contains("@by[large]: 200\n@by[small]: 300\n"), "by value, as bpftrace: {out}");
+    assert!(out.contains(&format!("@total: {}\n", 300 * 100 + 200 * 8192)), "{out}");
+    assert!(out.contains("[64, 128)            300 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|"), "{out}");
+    assert!(out.contains("[8K, 16K)            200 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@                  |"), "{out}");
+}
+
+#[test]
+fn a_script_file_takes_positional_parameters_and_runs_as_a_hashbang_interpreter() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("wasmtap-script-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("calls.bt");
+    std::fs::write(
+        &path,
+        "#!/usr/bin/env wasmtap\n// Count a command's getppid calls above a threshold.\n\
+         tracepoint:syscalls:sys_enter_getppid /comm == str($1)/ { @[comm] = count(); }\n\
+         END { printf(\"$2 is %d\\n\", $2); }\n",
+    )
+    .unwrap();
+    let cmd = format!("{} 1000", workload("getppid_loop").display());
+    for how in [vec!["script", path.to_str().unwrap()], vec![path.to_str().unwrap()]] {
+        let mut c = wasmtap();
+        c.args(&how).args(["getppid_loop", "42", "-c", &cmd]);
+        let o = run(&mut c);
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{how:?}: {out}\n{err}");
+        assert!(out.contains("@[getppid_loop]: 1000\n") && out.contains("$2 is 42\n"), "{how:?}: {out}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_malformed_program_exits_2_with_one_message_and_a_caret_under_its_column() {
+    // Parsed when the plugin starts: no root needed.
+    let cases = [
+        ("t:syscalls:sys_enter_read { @ = count( }", "program:1:40: syntax error, unexpected }", 39),
+        ("t:syscalls:sys_enter_read /pid == / { }", "program:1:35: syntax error, unexpected /", 34),
+        ("kprobe:vfs_read { @ = count(); }", "program:1:1: `kprobe:vfs_read`: kprobes and fentry are not available", 0),
+    ];
+    for (program, want, caret) in cases {
+        let o = run(wasmtap().args(["-e", program, "-d", "1s"]));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{program}: {err}");
+        assert!(err.contains(want), "{program}: {err}");
+        let line = err.lines().position(|l| l == program).unwrap_or_else(|| panic!("the program is shown: {err}"));
+        assert_eq!(err.lines().nth(line + 1), Some(format!("{}^", " ".repeat(caret)).as_str()), "{err}");
+    }
+    let o = run(wasmtap().arg("-e"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("-e needs a program"), "{}", stderr(&o));
+}
