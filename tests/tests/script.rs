@@ -108,3 +108,59 @@ fn a_malformed_program_exits_2_with_one_message_and_a_caret_under_its_column() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("-e needs a program"), "{}", stderr(&o));
 }
+
+/// `program` run by the script plugin beside syscount over 1,000,000 getppid calls paced
+/// over 4 s, with more `args`: the run's JSON lines and its stderr.
+fn script_beside_syscount(program: &str, args: &[&str]) -> (Vec<serde_json::Value>, String, Option<i32>) {
+    let cmd = format!("{} 40 25000 100", workload("getppid_paced").display());
+    let mut c = wasmtap();
+    c.args(["run", "syscount", "script", "--param", &format!("script.program={program}"), "-c", &cmd, "-o", "json"]);
+    c.args(args);
+    let o = run(&mut c);
+    (json_lines(&stdout(&o)), stderr(&o), o.status.code())
+}
+
+fn accounting(lines: &[serde_json::Value]) -> &serde_json::Value {
+    &lines.iter().find(|v| v["type"] == "accounting").expect("an accounting record")["data"]
+}
+
+fn plugin<'a>(acct: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// syscount counted every getppid and lost nothing, whatever its neighbour did.
+fn assert_syscount_exact(lines: &[serde_json::Value], err: &str) {
+    let map = lines.iter().find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some()).expect("@syscall map");
+    assert_eq!(u(&map["data"]["@syscall"]["getppid"]), 1_000_000, "{err}");
+    let good = plugin(accounting(lines), "syscount");
+    assert!(good["disabled"].is_null() && u(&good["dropped"]) == 0 && u(&good["faults"]) == 0, "{good}");
+}
+
+#[test]
+fn hostile_scripts_are_stopped_by_the_sandbox_while_syscount_beside_them_stays_exact() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // A map growing without bound: a new key for every event.
+    let (lines, err, code) = script_beside_syscount(
+        "tracepoint:syscalls:sys_enter_getppid { @[nsecs, tid] = count(); }",
+        &["--memory-mib", "script=16"],
+    );
+    assert_eq!(code, Some(1), "the disabled plugin makes the run end with problems\n{err}");
+    assert_syscount_exact(&lines, &err);
+    let p = plugin(accounting(&lines), "script");
+    let why = p["disabled"].as_str().unwrap_or_else(|| panic!("the script is disabled: {p}"));
+    assert!(why.contains("exceeded its memory limit of 16 MiB"), "{why}");
+    assert!(err.contains("plugin `script` disabled in on-batch: exceeded its memory limit of 16 MiB"), "{err}");
+
+    // A printf flood: 100-byte lines for each event, against an output budget of 1 MiB/s.
+    let flood = r#"tracepoint:syscalls:sys_enter_getppid { printf("%s %d %d %-60s\n", comm, pid, tid, "flood"); }"#;
+    let (lines, err, code) = script_beside_syscount(flood, &["--output-budget", "script=1024"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_syscount_exact(&lines, &err);
+    let p = plugin(accounting(&lines), "script");
+    let why = "over its output budget (1024 KiB per second) for 3 seconds in a row";
+    assert_eq!(p["disabled"], why, "{p}");
+    assert!(err.contains(&format!("plugin `script` disabled: {why}")), "{err}");
+}
