@@ -164,3 +164,46 @@ fn hostile_scripts_are_stopped_by_the_sandbox_while_syscount_beside_them_stays_e
     assert_eq!(p["disabled"], why, "{p}");
     assert!(err.contains(&format!("plugin `script` disabled: {why}")), "{err}");
 }
+
+#[test]
+fn explain_shows_the_blocks_pushed_into_the_kernel_and_their_counts_are_exact() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd =
+        format!("sh -c '{} 1000000 && {}'", workload("getppid_loop").display(), workload("write_sizes").display());
+    let program = r#"
+        tracepoint:syscalls:sys_enter_getppid { @[comm] = count(); }
+        tracepoint:syscalls:sys_enter_write /args.count == 8192/ { @large = count(); @bytes = sum(args.count); }
+        tracepoint:syscalls:sys_enter_openat /comm == "write_sizes"/ { printf("open by %s\n", comm); }
+        tracepoint:syscalls:sys_enter_read { @avg = avg(args.count); }
+    "#;
+    let o = run(wasmtap().args(["-e", program, "--explain", "-c", &cmd, "--stats"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    for said in [
+        "block 1: in the kernel: tracepoint:syscalls:sys_enter_getppid: @\n",
+        "block 2: in the kernel: tracepoint:syscalls:sys_enter_write: @large, @bytes\n",
+        "block 3: streamed: tracepoint:syscalls:sys_enter_openat: a predicate on something but a field\n",
+        "block 3: its predicate filters in the kernel\n",
+        "block 4: streamed: tracepoint:syscalls:sys_enter_read: avg() is computed in the sandbox\n",
+    ] {
+        assert!(err.contains(said), "{said}{err}");
+    }
+    assert!(out.contains("@[getppid_loop]: 1000000\n"), "{out}");
+    assert!(out.contains("@large: 200\n") && out.contains(&format!("@bytes: {}\n", 200 * 8192)), "{out}");
+    // write_sizes opens /dev/null (and its libraries, as the loader opens them).
+    assert!(out.contains("open by write_sizes\n"), "{out}");
+    assert!(!out.contains("open by sh\n") && !out.contains("open by getppid_loop\n"), "{out}");
+    // Counted in the kernel: every getppid and write of the command reached the
+    // aggregation collector (the writes' predicate runs there), and none was streamed:
+    // the plugin subscribes to neither probe.
+    let agg = err.lines().find(|l| l.trim_start().starts_with("kernel-agg aggregated")).expect("kernel-agg row");
+    let aggregated: u64 = agg.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(aggregated >= 1_000_000 + 500, "{agg}");
+    for probe in ["sys_enter_getppid", "sys_enter_write"] {
+        assert!(!err.contains(&format!("tracepoint:syscalls:{probe}: kernel ")), "{probe} streamed:\n{err}");
+    }
+    assert!(err.contains("tracepoint:syscalls:sys_enter_openat: kernel "), "{err}");
+}

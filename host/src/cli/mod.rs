@@ -245,7 +245,7 @@ pub struct ListArgs {
 /// and `wasmtap FILE [ARGS…]` (a `#!/usr/bin/env wasmtap` script run as a command) become
 /// `wasmtap run script --param script.program=… --param script.args=…` and the options.
 /// Positional parameters (`$1`…) are the words before the first option, and every word
-/// after `--`. Anything else is returned as it came.
+/// after `--`; `--explain` says where each block runs. Anything else is returned as it came.
 pub fn expand_script(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>, String> {
     const COMMANDS: &[&str] =
         &["run", "list", "record", "replay", "plugin", "daemon", "sessions", "stop", "help", "__collector-stats"];
@@ -274,12 +274,16 @@ pub fn expand_script(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsSt
     let mut options = Vec::new();
     let mut in_options = false;
     let mut after_dashes = false;
+    let mut explain = false;
     for a in rest {
         let text = a.to_str().ok_or("arguments must be UTF-8")?;
         if after_dashes {
             positional.push(text.to_string());
         } else if text == "--" {
             after_dashes = true;
+        } else if text == "--explain" {
+            in_options = true;
+            explain = true;
         } else if in_options || text.starts_with('-') {
             in_options = true;
             options.push(a.clone());
@@ -297,6 +301,10 @@ pub fn expand_script(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsSt
     if !positional.is_empty() {
         out.push("--param".into());
         out.push(format!("script.args={}", positional.join(&sep.to_string())).into());
+    }
+    if explain {
+        out.push("--param".into());
+        out.push("script.explain=true".into());
     }
     out.extend(options);
     Ok(out)

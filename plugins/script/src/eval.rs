@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use wasmtap_sdk::{Agg, AggOrder, Aggregation, Event, Key};
+use wasmtap_sdk::{from_entries, Agg, AggId, AggKind, AggOrder, Aggregation, Event, Key};
 
 use crate::parse::{Expr, Fold, Stmt};
 
@@ -46,10 +46,18 @@ impl Key for MapKey {
     }
 }
 
-/// A map: an aggregation (`count()`, `hist()`…) or plain values.
+/// A map: an aggregation (`count()`, `hist()`…) computed here or in the kernel, or plain
+/// values.
 pub enum Map {
-    Agg { agg: Agg<MapKey>, keyed: bool },
+    Agg { agg: Agg<MapKey>, keys: usize },
+    Kernel { id: AggId, kind: AggKind, keys: usize },
     Plain { values: HashMap<MapKey, Value>, keyed: bool },
+}
+
+/// Names for a key of `n` parts (the host shows one part per name).
+fn key_names(n: usize) -> &'static [&'static str] {
+    const NAMES: [&str; 8] = ["key", "key2", "key3", "key4", "key5", "key6", "key7", "key8"];
+    &NAMES[..n.min(NAMES.len())]
 }
 
 /// Where the interpreter is: the event, if any, and the probe that fired.
@@ -124,12 +132,12 @@ impl Interp {
             Stmt::Clear { map, .. } => match self.map_mut(map) {
                 Some(Map::Agg { agg, .. }) => agg.clear(),
                 Some(Map::Plain { values, .. }) => values.clear(),
-                None => {}
+                Some(Map::Kernel { .. }) | None => {}
             },
             Stmt::Zero { map, .. } => match self.map_mut(map) {
                 Some(Map::Agg { agg, .. }) => agg.clear(),
                 Some(Map::Plain { values, .. }) => values.values_mut().for_each(|v| *v = Value::Int(0)),
-                None => {}
+                Some(Map::Kernel { .. }) | None => {}
             },
             Stmt::Delete { map, keys, .. } => {
                 let key = self.key(keys, cx)?;
@@ -140,7 +148,7 @@ impl Interp {
                     Some(Map::Plain { values, .. }) => {
                         values.remove(&key);
                     }
-                    None => {}
+                    Some(Map::Kernel { .. }) | None => {}
                 }
             }
             Stmt::If { cond, then, otherwise } => {
@@ -182,7 +190,7 @@ impl Interp {
                 match self.maps.iter().find(|(n, _)| n == map).map(|(_, m)| m) {
                     Some(Map::Agg { agg, .. }) => Value::Int(agg.value(&key).unwrap_or(0)),
                     Some(Map::Plain { values, .. }) => values.get(&key).cloned().unwrap_or(Value::Int(0)),
-                    None => Value::Int(0),
+                    Some(Map::Kernel { .. }) | None => Value::Int(0),
                 }
             }
             Expr::Unary(op, inner) => {
@@ -229,9 +237,15 @@ impl Interp {
         let (mut aggs, mut text) = (Vec::new(), String::new());
         for (name, map) in &self.maps {
             match map {
-                Map::Agg { agg, keyed } if !agg.is_empty() => {
-                    let names: &[&str] = if *keyed { &["key"] } else { &[] };
-                    aggs.push(agg.to_aggregation(name, "", names, AggOrder::ValueAscending, 0));
+                Map::Agg { agg, keys } if !agg.is_empty() => {
+                    aggs.push(agg.to_aggregation(name, "", key_names(*keys), AggOrder::ValueAscending, 0));
+                }
+                Map::Kernel { id, kind, keys } => {
+                    let entries = id.read(false);
+                    if !entries.is_empty() {
+                        let order = AggOrder::ValueAscending;
+                        aggs.push(from_entries(name, "", key_names(*keys), *kind, order, 0, entries));
+                    }
                 }
                 Map::Plain { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name)),
                 _ => {}
@@ -259,7 +273,9 @@ impl Interp {
                 }
                 out.push('\n');
             }
-            Map::Agg { agg, keyed } => {
+            Map::Kernel { .. } => {}
+            Map::Agg { agg, keys } => {
+                let keyed = *keys > 0;
                 let mut rows: Vec<(&MapKey, i64)> = agg.iter().map(|(k, v)| (k, scalar(&v))).collect();
                 rows.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
                 for (k, v) in rows {

@@ -11,6 +11,7 @@ pub mod eval;
 pub mod lex;
 pub mod parse;
 pub mod printf;
+pub mod push;
 
 use std::collections::{HashMap, HashSet};
 
@@ -47,6 +48,12 @@ impl Plugin for Script {
             vec![
                 ParamSpec::new("program", ParamKind::Text, "", "the program, in bpftrace's language"),
                 ParamSpec::new("args", ParamKind::Text, "", "the positional parameters $1, $2… (separated by U+001F)"),
+                ParamSpec::new(
+                    "explain",
+                    ParamKind::Boolean,
+                    "false",
+                    "log where each block runs: in the kernel or here",
+                ),
             ],
         )
     }
@@ -61,7 +68,7 @@ impl Plugin for Script {
             wasmtap_sdk::log(Level::Warn, "no program: wasmtap -e 'PROGRAM' or wasmtap script FILE.bt");
             return Ok((Script::empty(), Plan::new(Vec::new())));
         }
-        Script::new(src, args).map_err(|e| located(src, &e))
+        Script::planned(src, args, params.bool("explain")).map_err(|e| located(src, &e))
     }
 
     fn on_event(&mut self, ev: &Event<'_>, out: &mut Output) {
@@ -109,13 +116,46 @@ impl Script {
 
     /// The program `src` with positional parameters `args`, and the plan it asks for.
     pub fn new(src: &str, args: Vec<String>) -> Result<(Script, Plan), SyntaxError> {
+        Script::planned(src, args, false)
+    }
+
+    /// The program and its plan; with `explain`, where each block runs is logged.
+    pub fn planned(src: &str, args: Vec<String>, explain: bool) -> Result<(Script, Plan), SyntaxError> {
         let program = parse::parse(src)?;
+        // Every probe checked first, so that an error names the first bad one.
+        let mut probes: Vec<Vec<(String, Subscription)>> = Vec::new();
+        for block in &program.blocks {
+            let subs = block.probes.iter().map(|(p, at)| subscription(p).map_err(|msg| SyntaxError { at: *at, msg }));
+            probes.push(subs.collect::<Result<_, _>>()?);
+        }
+        // What runs in the kernel.
+        let uses = push::uses(&program.blocks);
+        let mut pushed: Vec<push::Pushed> = Vec::new();
+        let mut in_kernel = vec![false; program.blocks.len()];
+        for (i, block) in program.blocks.iter().enumerate() {
+            let probe = &probes[i][0].0;
+            let said = match push::block(block, probe, &uses, &args) {
+                Ok(p) if push::fits(pushed.len(), p.len()) => {
+                    let maps: Vec<String> = p.iter().map(|p| format!("@{}", p.map)).collect();
+                    pushed.extend(p);
+                    in_kernel[i] = true;
+                    format!("in the kernel: {probe}: {}", maps.join(", "))
+                }
+                Ok(_) => format!("streamed: {probe}: more kernel aggregations than a plugin may declare"),
+                Err(why) => format!("streamed: {probe}: {why}"),
+            };
+            if explain {
+                wasmtap_sdk::log(Level::Info, &format!("block {}: {said}", i + 1));
+            }
+        }
         let mut subs: Vec<Subscription> = Vec::new();
         let mut probe_of: Vec<String> = Vec::new();
         let mut by_sub: Vec<Vec<usize>> = Vec::new();
-        for (i, block) in program.blocks.iter().enumerate() {
-            for (probe, at) in &block.probes {
-                let (canonical, sub) = subscription(probe).map_err(|msg| SyntaxError { at: *at, msg })?;
+        for (i, block_probes) in probes.into_iter().enumerate() {
+            if in_kernel[i] {
+                continue;
+            }
+            for (canonical, sub) in block_probes {
                 let idx = match probe_of.iter().position(|p| *p == canonical) {
                     Some(idx) => idx,
                     None => {
@@ -130,13 +170,32 @@ impl Script {
                 }
             }
         }
+        // A probe that one block alone streams takes that block's predicate into the
+        // kernel where it can.
+        for (sub, blocks) in subs.iter_mut().zip(&by_sub) {
+            if let [b] = blocks.as_slice() {
+                if let Some(f) = program.blocks[*b].pred.as_ref().and_then(|p| push::filter(p, &args)) {
+                    if explain {
+                        wasmtap_sdk::log(Level::Info, &format!("block {}: its predicate filters in the kernel", b + 1));
+                    }
+                    sub.filter = f;
+                }
+            }
+        }
         let mut maps: Vec<(String, Map)> = Vec::new();
         for block in &program.blocks {
             declare(&block.body, &mut maps)?;
         }
+        let mut plan = Plan::new(subs);
+        for p in pushed {
+            let id = plan.aggregate(p.aggregation);
+            if let Some((_, m)) = maps.iter_mut().find(|(n, _)| *n == p.map) {
+                *m = Map::Kernel { id, kind: p.kind, keys: p.keys };
+            }
+        }
         let interp = Interp { maps, args, started_ns: 0, vars: HashMap::new(), printed: String::new() };
         let script = Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new() };
-        Ok((script, Plan::new(subs)))
+        Ok((script, plan))
     }
 }
 
@@ -203,9 +262,9 @@ fn declare(body: &[Stmt], maps: &mut Vec<(String, Map)>) -> Result<(), SyntaxErr
             Stmt::Aggregate { map, keys, fold, at, .. } => {
                 let keyed = !keys.is_empty();
                 match maps.iter().find(|(n, _)| n == map) {
-                    None => maps.push((map.clone(), Map::Agg { agg: eval::new_agg(fold), keyed })),
-                    Some((_, Map::Agg { agg, keyed: k }))
-                        if agg.kind() == eval::new_agg(fold).kind() && *k == keyed => {}
+                    None => maps.push((map.clone(), Map::Agg { agg: eval::new_agg(fold), keys: keys.len() })),
+                    Some((_, Map::Agg { agg, keys: k }))
+                        if agg.kind() == eval::new_agg(fold).kind() && (*k > 0) == keyed => {}
                     Some(_) => return Err(SyntaxError { at: *at, msg: format!("@{map} is used as two kinds of map") }),
                 }
             }

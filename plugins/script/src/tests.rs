@@ -1,5 +1,5 @@
 use super::*;
-use wasmtap_sdk::{test_records, Record};
+use wasmtap_sdk::{test_records, CmpOp, Record};
 
 fn script(src: &str) -> Script {
     match Script::new(src, Vec::new()) {
@@ -91,7 +91,8 @@ fn variables_conditions_and_operators_compute_as_bpftrace() {
 
 #[test]
 fn histograms_bucket_as_bpftrace_hist_and_lhist() {
-    let mut s = script("t:a:b { @h = hist(pid); @l = lhist(pid, 0, 100, 10); }");
+    // (A predicate on pid keeps the block in the interpreter; see the pushdown test.)
+    let mut s = script("t:a:b /pid > 0/ { @h = hist(pid); @l = lhist(pid, 0, 100, 10); }");
     offer(&mut s, &[event(1, b"a", 0), event(3, b"a", 0), event(50, b"a", 0), event(200, b"a", 0)]);
     let (aggs, _) = s.interp.reports();
     let wasmtap_sdk::AggValue::Histogram(h) = &aggs[0].entries[0].value else { panic!() };
@@ -142,4 +143,43 @@ fn ten_malformed_programs_each_name_the_line_and_column() {
         let caret = got.lines().nth(2).unwrap();
         assert_eq!(caret.len(), col, "{got}");
     }
+}
+
+#[test]
+fn blocks_the_kernel_can_compute_are_pushed_down_whole_and_the_rest_streamed() {
+    let (s, plan) = Script::new(
+        "t:syscalls:sys_enter_write /args.count >= 4096 && 1 != args.fd/ { @w[comm, args.fd] = count(); @b = hist(args.count); }
+         t:syscalls:sys_enter_read { @r = sum(args.count); @avg = avg(args.count); }
+         t:syscalls:sys_enter_close /comm == \"cat\"/ { @c = count(); }
+         t:syscalls:sys_enter_openat { @o[pid] = count(); }
+         interval:s:1 { print(@o); }",
+        Vec::new(),
+    )
+    .unwrap();
+    let aggs: Vec<(&str, &str, usize, usize)> = plan
+        .aggregations
+        .iter()
+        .map(|a| (a.name.as_str(), a.probe.as_str(), a.keys.len(), a.filter.predicates.len()))
+        .collect();
+    assert_eq!(
+        aggs,
+        [("w", "tracepoint:syscalls:sys_enter_write", 2, 2), ("b", "tracepoint:syscalls:sys_enter_write", 0, 2)]
+    );
+    let preds = &plan.aggregations[0].filter.predicates;
+    assert_eq!((preds[1].field.as_str(), preds[1].op, preds[1].value), ("fd", CmpOp::Ne, 1), "1 != fd, flipped");
+    // avg() in the block, a comm predicate, a map printed elsewhere: streamed.
+    let probes: Vec<&str> = plan.subscriptions.iter().map(|s| s.probe.as_str()).collect();
+    assert_eq!(
+        probes,
+        [
+            "tracepoint:syscalls:sys_enter_read",
+            "tracepoint:syscalls:sys_enter_close",
+            "tracepoint:syscalls:sys_enter_openat",
+            "interval:s:1"
+        ]
+    );
+    assert!(matches!(s.interp.maps[0].1, Map::Kernel { .. }) && matches!(s.interp.maps[2].1, Map::Agg { .. }));
+    // The streamed close block's comm predicate filters in the kernel.
+    assert_eq!(plan.subscriptions[1].filter.comms, ["cat"]);
+    assert!(plan.subscriptions[0].filter.comms.is_empty() && plan.subscriptions[2].filter.predicates.is_empty());
 }

@@ -1,0 +1,263 @@
+//! Pushdown: a block whose every statement is an aggregation the kernel can compute, on
+//! one tracepoint, with a predicate of comparisons on the tracepoint's numeric fields,
+//! runs whole in the kernel as kernel aggregations; no event of it is streamed.
+//!
+//! Not pushed down (streamed to the interpreter, which computes the same result): `avg()`,
+//! keys or values that are not a builtin the kernel knows (`comm`, `pid`, `tid`, `uid`,
+//! `cgroup`) or a field, predicates on anything but fields (a run's kernel aggregations
+//! share one pid, uid and comm filter), a map used anywhere else (read, printed, cleared),
+//! blocks on several probes, on timers, or with other statements.
+
+use std::collections::HashMap;
+
+use wasmtap_sdk::{AggKind, AggSource, CmpOp, Filter, KernelAggregation, Predicate};
+
+use crate::parse::{Block, Expr, Fold, Stmt};
+
+/// Comparisons a kernel filter holds.
+const PREDICATES_MAX: usize = 4;
+/// Kernel aggregations a plugin may declare.
+const AGGREGATIONS_MAX: usize = 32;
+
+/// A map computed in the kernel.
+pub struct Pushed {
+    pub map: String,
+    pub aggregation: KernelAggregation,
+    pub kind: AggKind,
+    pub keys: usize,
+}
+
+/// How many times each map is named in the program.
+pub fn uses(blocks: &[Block]) -> HashMap<String, usize> {
+    let mut n = HashMap::new();
+    for b in blocks {
+        if let Some(p) = &b.pred {
+            expr_uses(p, &mut n);
+        }
+        stmt_uses(&b.body, &mut n);
+    }
+    n
+}
+
+fn stmt_uses(body: &[Stmt], n: &mut HashMap<String, usize>) {
+    for s in body {
+        let (map, exprs): (Option<&String>, Vec<&Expr>) = match s {
+            Stmt::Aggregate { map, keys, value, .. } => (Some(map), keys.iter().chain(value).collect()),
+            Stmt::Store { map, keys, value, .. } => (Some(map), keys.iter().chain([value]).collect()),
+            Stmt::Let { value, .. } => (None, vec![value]),
+            Stmt::Printf { args, .. } => (None, args.iter().collect()),
+            Stmt::Print { map, .. } | Stmt::Clear { map, .. } | Stmt::Zero { map, .. } => (Some(map), Vec::new()),
+            Stmt::Delete { map, keys, .. } => (Some(map), keys.iter().collect()),
+            Stmt::If { cond, then, otherwise } => {
+                expr_uses(cond, n);
+                stmt_uses(then, n);
+                stmt_uses(otherwise, n);
+                (None, Vec::new())
+            }
+            Stmt::Expr(e) => (None, vec![e]),
+        };
+        if let Some(m) = map {
+            *n.entry(m.clone()).or_default() += 1;
+        }
+        for e in exprs {
+            expr_uses(e, n);
+        }
+    }
+}
+
+fn expr_uses(e: &Expr, n: &mut HashMap<String, usize>) {
+    match e {
+        Expr::Map { map, keys, .. } => {
+            *n.entry(map.clone()).or_default() += 1;
+            keys.iter().for_each(|k| expr_uses(k, n));
+        }
+        Expr::Unary(_, a) | Expr::Str1(a) => expr_uses(a, n),
+        Expr::Binary(_, a, b, _) => {
+            expr_uses(a, n);
+            expr_uses(b, n);
+        }
+        Expr::Ternary(a, b, c) => {
+            expr_uses(a, n);
+            expr_uses(b, n);
+            expr_uses(c, n);
+        }
+        _ => {}
+    }
+}
+
+/// The kernel aggregations that compute block `block` on `probe` (a subscription's
+/// probe), or why it is streamed. `args` are the positional parameters.
+pub fn block(
+    block: &Block,
+    probe: &str,
+    uses: &HashMap<String, usize>,
+    args: &[String],
+) -> Result<Vec<Pushed>, String> {
+    if !probe.starts_with("tracepoint:") {
+        return Err("not a tracepoint".into());
+    }
+    if block.probes.len() != 1 {
+        return Err("several probes".into());
+    }
+    let filter = match &block.pred {
+        Some(p) => {
+            let mut f = Filter::default();
+            predicates(p, args, &mut f.predicates)?;
+            if f.predicates.len() > PREDICATES_MAX {
+                return Err(format!("more than {PREDICATES_MAX} comparisons"));
+            }
+            f
+        }
+        None => Filter::default(),
+    };
+    let mut out = Vec::new();
+    for s in &block.body {
+        let Stmt::Aggregate { map, keys, fold, value, .. } = s else {
+            return Err("a statement that is not an aggregation".into());
+        };
+        if uses.get(map).copied().unwrap_or(0) != 1 {
+            return Err(format!("@{map} is used elsewhere"));
+        }
+        let sources = keys.iter().map(source).collect::<Result<Vec<_>, _>>()?;
+        if sources.len() > 4 || sources.iter().filter(|s| matches!(s, AggSource::Comm)).count() > 1 {
+            return Err("more than four key parts, or two comms".into());
+        }
+        let value = match value {
+            Some(v) => match source(v)? {
+                AggSource::Comm => return Err("comm is not a number".into()),
+                s => s,
+            },
+            None => AggSource::Pid,
+        };
+        let (mut agg, kind) = match fold {
+            Fold::Count => (KernelAggregation::count(map, probe), AggKind::Count),
+            Fold::Sum => (KernelAggregation::sum(map, probe, value), AggKind::Sum),
+            Fold::Min => (KernelAggregation::min(map, probe, value), AggKind::Min),
+            Fold::Max => (KernelAggregation::max(map, probe, value), AggKind::Max),
+            Fold::Hist => (KernelAggregation::log2_histogram(map, probe, value), AggKind::Quantize),
+            Fold::Lhist(min, max, step) => {
+                (KernelAggregation::linear_histogram(map, probe, value, *min, *max, *step), AggKind::Lquantize)
+            }
+            Fold::Avg => return Err("avg() is computed in the sandbox".into()),
+        };
+        for s in sources {
+            agg = agg.by(s);
+        }
+        agg = agg.with_filter(filter.clone());
+        out.push(Pushed { map: map.clone(), aggregation: agg, kind, keys: keys.len() });
+    }
+    if out.is_empty() {
+        return Err("nothing to aggregate".into());
+    }
+    Ok(out)
+}
+
+/// Whether `n` more kernel aggregations fit beside `have`.
+pub fn fits(have: usize, n: usize) -> bool {
+    have + n <= AGGREGATIONS_MAX
+}
+
+fn source(e: &Expr) -> Result<AggSource, String> {
+    Ok(match e {
+        Expr::Builtin(b, _) => match b.as_str() {
+            "comm" => AggSource::Comm,
+            "pid" => AggSource::Pid,
+            "tid" => AggSource::Tid,
+            "uid" => AggSource::Uid,
+            "cgroup" => AggSource::Cgroup,
+            other => return Err(format!("`{other}` is not known in the kernel")),
+        },
+        Expr::Arg(f, _) => AggSource::Field(f.clone()),
+        _ => return Err("a key or value that is an expression".into()),
+    })
+}
+
+/// The kernel filter for a streamed block's probe: its predicate, when it is a
+/// conjunction of comparisons of fields with constants and of `comm`, `pid` or `uid`
+/// equal to a constant (one each). The interpreter still checks the whole predicate;
+/// the filter only spares the events it would refuse the trip out of the kernel.
+pub fn filter(pred: &Expr, args: &[String]) -> Option<Filter> {
+    let mut f = Filter::default();
+    let mut parts = Vec::new();
+    conjuncts(pred, &mut parts);
+    for part in parts {
+        let task = match part {
+            Expr::Binary("==", a, b, _) => match (&**a, &**b) {
+                (Expr::Builtin(name, _), v) | (v, Expr::Builtin(name, _)) => Some((name.as_str(), v)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match task {
+            Some(("comm", Expr::Str(s))) if f.comms.is_empty() && s.len() <= 15 => f.comms.push(s.clone()),
+            Some(("pid", v)) if f.pids.is_empty() => f.pids.push(u32::try_from(constant(v, args).ok()?).ok()?),
+            Some(("uid", v)) if f.uids.is_empty() => f.uids.push(u32::try_from(constant(v, args).ok()?).ok()?),
+            Some(_) => return None,
+            None => predicates(part, args, &mut f.predicates).ok()?,
+        }
+    }
+    (f.predicates.len() <= PREDICATES_MAX).then_some(f)
+}
+
+fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::Binary("&&", a, b, _) => {
+            conjuncts(a, out);
+            conjuncts(b, out);
+        }
+        _ => out.push(e),
+    }
+}
+
+/// `e`, a conjunction of field comparisons with constants, as kernel predicates.
+fn predicates(e: &Expr, args: &[String], out: &mut Vec<Predicate>) -> Result<(), String> {
+    match e {
+        Expr::Binary("&&", a, b, _) => {
+            predicates(a, args, out)?;
+            predicates(b, args, out)
+        }
+        Expr::Binary(op, a, b, _) => {
+            let (field, value, op) = match (&**a, &**b) {
+                (Expr::Arg(f, _), v) => (f, constant(v, args)?, *op),
+                (v, Expr::Arg(f, _)) => (f, constant(v, args)?, flip(op)),
+                _ => return Err("a predicate on something but a field".into()),
+            };
+            let op = match op {
+                "==" => CmpOp::Eq,
+                "!=" => CmpOp::Ne,
+                "<" => CmpOp::Lt,
+                "<=" => CmpOp::Le,
+                ">" => CmpOp::Gt,
+                ">=" => CmpOp::Ge,
+                other => return Err(format!("`{other}` in a predicate")),
+            };
+            out.push(Predicate { field: field.clone(), op, value });
+            Ok(())
+        }
+        _ => Err("a predicate that is not a comparison".into()),
+    }
+}
+
+fn constant(e: &Expr, args: &[String]) -> Result<i64, String> {
+    match e {
+        Expr::Int(v) => Ok(*v),
+        Expr::Unary("-", inner) => constant(inner, args).map(i64::wrapping_neg),
+        Expr::Pos(n) => args
+            .get((*n as usize).wrapping_sub(1))
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| format!("${n} is not a number")),
+        _ => Err("a comparison with something but a constant".into()),
+    }
+}
+
+fn flip(op: &str) -> &'static str {
+    match op {
+        "<" => ">",
+        "<=" => ">=",
+        ">" => "<",
+        ">=" => "<=",
+        "==" => "==",
+        "!=" => "!=",
+        _ => "?",
+    }
+}
