@@ -295,6 +295,20 @@ fn plugin_help_shows_and_checks_parameters() {
     for p in ["failed", "name", "path", "flags", "full", "latency"] {
         assert!(text.contains(p), "--help lacks `{p}`: {text}");
     }
+    // The plugin's parameters come first, then run's options.
+    assert!(stdout(&o).starts_with("Plugin opensnoop "), "{text}");
+    let (params, options) = text.split_once("Options of wasmtap run:").unwrap_or_else(|| panic!("{text}"));
+    assert!(params.contains("--param failed=") && options.contains("Usage: wasmtap run"), "{text}");
+    // Each subcommand has its own help: record's -o is the recording's file.
+    let o = run(wasmtap().args(["record", "--help"]));
+    let help = stdout(&o);
+    assert!(help.contains("Usage: wasmtap record") && help.contains("-o, --output <FILE>"), "{help}");
+    assert!(help.contains("The recording to write") && !help.contains("Output format"), "{help}");
+    // A recording named like a format is refused before anything starts.
+    let o = run(wasmtap().args(["record", "syscount", "-o", "json", "-d", "1s"]));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("`json` looks like an output format"), "{}", stderr(&o));
+    assert!(!std::path::Path::new("json").exists());
     let o = run(wasmtap()
         .args(["replay", "golden/files.wtrec", "opensnoop", "--param", "flags=O_CRAET"])
         .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))));

@@ -175,7 +175,10 @@ fn explain_shows_the_blocks_pushed_into_the_kernel_and_their_counts_are_exact() 
         format!("sh -c '{} 1000000 && {}'", workload("getppid_loop").display(), workload("write_sizes").display());
     let program = r#"
         tracepoint:syscalls:sys_enter_getppid { @[comm] = count(); }
-        tracepoint:syscalls:sys_enter_write /args.count == 8192/ { @large = count(); @bytes = sum(args.count); }
+        tracepoint:syscalls:sys_enter_write /args.count >= 100 && args.count <= 8192/ {
+            @writes = count(); @bytes = sum(args.count); @least = min(args.count); @most = max(args.count);
+            @sizes = lhist(args.count, 0, 10000, 1000);
+        }
         tracepoint:syscalls:sys_enter_openat /comm == "write_sizes"/ { printf("open by %s\n", comm); }
         tracepoint:syscalls:sys_enter_read { @avg = avg(args.count); }
     "#;
@@ -184,7 +187,7 @@ fn explain_shows_the_blocks_pushed_into_the_kernel_and_their_counts_are_exact() 
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     for said in [
         "block 1: in the kernel: tracepoint:syscalls:sys_enter_getppid: @\n",
-        "block 2: in the kernel: tracepoint:syscalls:sys_enter_write: @large, @bytes\n",
+        "block 2: in the kernel: tracepoint:syscalls:sys_enter_write: @writes, @bytes, @least, @most, @sizes\n",
         "block 3: streamed: tracepoint:syscalls:sys_enter_openat: a predicate on something but a field\n",
         "block 3: its predicate filters in the kernel\n",
         "block 4: streamed: tracepoint:syscalls:sys_enter_read: avg() is computed in the sandbox\n",
@@ -192,7 +195,12 @@ fn explain_shows_the_blocks_pushed_into_the_kernel_and_their_counts_are_exact() 
         assert!(err.contains(said), "{said}{err}");
     }
     assert!(out.contains("@[getppid_loop]: 1000000\n"), "{out}");
-    assert!(out.contains("@large: 200\n") && out.contains(&format!("@bytes: {}\n", 200 * 8192)), "{out}");
+    // write_sizes: 300 writes of 100 bytes and 200 of 8192 (the others write less).
+    assert!(out.contains("@writes: 500\n"), "{out}");
+    assert!(out.contains(&format!("@bytes: {}\n", 300 * 100 + 200 * 8192)), "{out}");
+    assert!(out.contains("@least: 100\n") && out.contains("@most: 8192\n"), "{out}");
+    assert!(out.contains("[0, 1000)            300 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|"), "{out}");
+    assert!(out.contains("[8000, 9000)         200 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@                  |"), "{out}");
     // write_sizes opens /dev/null (and its libraries, as the loader opens them).
     assert!(out.contains("open by write_sizes\n"), "{out}");
     assert!(!out.contains("open by sh\n") && !out.contains("open by getppid_loop\n"), "{out}");
@@ -206,4 +214,26 @@ fn explain_shows_the_blocks_pushed_into_the_kernel_and_their_counts_are_exact() 
         assert!(!err.contains(&format!("tracepoint:syscalls:{probe}: kernel ")), "{probe} streamed:\n{err}");
     }
     assert!(err.contains("tracepoint:syscalls:sys_enter_openat: kernel "), "{err}");
+}
+
+#[test]
+fn timer_blocks_run_once_per_tick_and_the_accounting_counts_every_tick() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let program = "BEGIN { @begins = count(); } interval:ms:100 { @ticks = count(); } END { @ends = count(); }";
+    let o = run(wasmtap().args(["-e", program, "-d", "1050ms", "--stats"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("@begins: 1\n") && out.contains("@ends: 1\n"), "{out}");
+    let ticks: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("@ticks: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!((9..=11).contains(&ticks), "{out}");
+    let want = format!("    interval:ms:100: ticks {ticks}; host: filtered 0, delivered {ticks}, dropped 0");
+    assert!(err.contains(&want), "{want}\n{err}");
+    assert!(err.contains("    begin: ticks 1; host: filtered 0, delivered 1,"), "{err}");
 }

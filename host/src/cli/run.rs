@@ -27,18 +27,24 @@ use crate::sys::GatedChild;
 use crate::watchdog::{self, Doing, Watchdog};
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
-    trace(&args.plugins, &args.trace, &args.common, &args.output, None)
+    trace("run", &args.plugins, &args.trace, &args.common, &args.output, None)
 }
 
 pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
     let text = OutputArgs { format: Format::Text, flamegraph: None };
     let to = match (&args.file, args.trace.recording_fd) {
         (_, Some(fd)) => Some(RecordTo::Fd(fd)),
+        (Some(path), None) if ["text", "json", "folded", "prometheus"].iter().any(|f| path.as_os_str() == *f) => bail!(
+            "wasmtap record: -o names the recording to write, and `{}` looks like an output format (formats \
+             are chosen at replay: wasmtap replay FILE PLUGIN -o {}); name a file, e.g. -o trace.wtrec",
+            path.display(),
+            path.display()
+        ),
         (Some(path), None) => Some(RecordTo::Path(path)),
         (None, None) if args.common.help => None,
         (None, None) => bail!("wasmtap record: name the recording to write with -o FILE"),
     };
-    trace(&args.plugins, &args.trace, &args.common, &text, to)
+    trace("record", &args.plugins, &args.trace, &args.common, &text, to)
 }
 
 /// Where `record` writes: a file it creates, or one the daemon's client created and sent.
@@ -48,6 +54,7 @@ enum RecordTo<'a> {
 }
 
 fn trace(
+    verb: &str,
     plugin_args: &[String],
     trace: &TraceArgs,
     common: &PluginArgs,
@@ -103,7 +110,6 @@ fn trace(
         Some(t) => t.trust.clone(),
         None => Trust::for_run(common.trust.as_deref())?,
     });
-    let verb = if record_to.is_some() { "record" } else { "run" };
     // Plugin files a daemon's client sent: read from what the daemon handed this run.
     let sent = |arg: &String| {
         let path = trace.plugin_file.iter().find_map(|f| f.rsplit_once('=').filter(|(a, _)| a == arg).map(|(_, p)| p));
@@ -346,15 +352,14 @@ pub(super) fn start_plugins(
     Ok(Some(PluginSet::new(runners)))
 }
 
+/// The plugins' parameters first (what `wasmtap run PLUGIN --help` is asked for), then
+/// the subcommand's own options.
 fn print_help(verb: &str, described: &[plugin::Described]) {
     use clap::CommandFactory;
-    let mut cmd = super::Cli::command();
-    if let Some(sub) = cmd.find_subcommand_mut(verb) {
-        let _ = sub.print_help();
-    }
-    for d in described {
+    for (n, d) in described.iter().enumerate() {
         let i = &d.info;
-        println!("\nPlugin {} {} (built for {}): {}", i.name, i.version, d.world(), i.description);
+        let gap = if n == 0 { "" } else { "\n" };
+        println!("{gap}Plugin {} {} (built for {}): {}", i.name, i.version, d.world(), i.description);
         if i.params.is_empty() {
             println!("  (no parameters)");
         }
@@ -375,5 +380,12 @@ fn print_help(verb: &str, described: &[plugin::Described]) {
         for (left, right) in rows {
             println!("  {left:<width$}  {right}");
         }
+    }
+    let mut cmd = super::Cli::command();
+    if let Some(sub) = cmd.find_subcommand_mut(verb) {
+        if !described.is_empty() {
+            println!("\nOptions of wasmtap {verb}:");
+        }
+        let _ = sub.clone().bin_name(format!("wasmtap {verb}")).print_help();
     }
 }

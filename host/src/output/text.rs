@@ -147,12 +147,24 @@ pub(super) fn key(parts: &[Value]) -> String {
         .join(", ")
 }
 
+/// ` (file.c:21)` where the binary has line information; empty otherwise.
+fn source(f: &Frame) -> String {
+    if f.file.is_empty() {
+        return String::new();
+    }
+    let name = sanitize(f.file.rsplit('/').next().unwrap_or(&f.file));
+    match f.line {
+        0 => format!(" ({name})"),
+        line => format!(" ({name}:{line})"),
+    }
+}
+
 fn stack(frames: &[Frame]) -> String {
     let mut s = String::from("\n");
     for f in frames {
         match f.symbol.is_empty() {
             true => writeln!(s, "{STACK_INDENT}{:#x}", f.addr),
-            false => writeln!(s, "{STACK_INDENT}{}+{}", sanitize(&f.symbol), f.offset),
+            false => writeln!(s, "{STACK_INDENT}{}+{}{}", sanitize(&f.symbol), f.offset, source(f)),
         }
         .expect("writing to a String");
     }
@@ -313,7 +325,11 @@ pub(super) fn accounting(report: &crate::accounting::Accounting) -> Vec<String> 
         }
         for s in &p.probes {
             let mut line = format!("    {}: ", s.probe);
-            if s.generated > 0 && s.kernel_lost > 0 {
+            // Timers' ticks are made in the host.
+            let timer = ["interval:", "begin", "end"].iter().any(|t| s.probe.starts_with(t));
+            if timer {
+                line += &format!("ticks {}; ", s.generated);
+            } else if s.generated > 0 && s.kernel_lost > 0 {
                 line += &format!(
                     "kernel {} = filtered {} + ring-full {} + lost {} + emitted {}; ",
                     s.generated, s.kernel_filtered, s.ring_dropped, s.kernel_lost, s.emitted
@@ -537,6 +553,8 @@ mod tests {
             frame("default_idle", 5),
             Frame { addr: 0x7f12_3456, ..frame("", 0) },
             frame("evil\nname", 1),
+            Frame { file: "/src/app/main.c".into(), line: 42, ..frame("main", 30) },
+            Frame { file: "/src/app/util.c".into(), ..frame("helper", 2) },
         ]);
         let a = agg("", AggKind::Count, &["stack", "comm"], vec![scalar(&[s, text("swapper/0")], 29)]);
         let want = concat!(
@@ -545,6 +563,8 @@ mod tests {
             "        default_idle+5\n",
             "        0x7f123456\n",
             "        evil?name+1\n",
+            "        main+30 (main.c:42)\n",
+            "        helper+2 (util.c)\n",
             ", swapper/0]: 29\n",
             "\n",
         );

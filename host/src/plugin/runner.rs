@@ -239,8 +239,19 @@ impl Runner {
     /// Call `on-tick` for subscription `sub` at `at_ns`.
     /// While the plugin is over its budget, ticks are skipped (and counted): a tick's
     /// report costs the host as much as a batch.
+    /// A tick is an event the host makes: generated and emitted in the host, then
+    /// delivered, or dropped while the plugin is over its budget or has faulted.
     pub(super) fn fire(&mut self, sub: usize, at_ns: u64, out: &mut Output, clock: &Clock) {
         self.arm();
+        if let Some(st) = self.sub_stats.get_mut(sub) {
+            st.generated += 1;
+            st.emitted += 1;
+            match (self.budget.over, self.instance.is_some()) {
+                (true, _) => st.dropped_budget += 1,
+                (false, false) => st.dropped_fault += 1,
+                (false, true) => st.delivered += 1,
+            }
+        }
         if self.budget.over {
             self.stats.ticks_skipped += 1;
             return;

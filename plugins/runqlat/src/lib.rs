@@ -43,7 +43,7 @@ impl Plugin for Runqlat {
         // One kernel histogram, three kinds of start: an end (the switch to a thread)
         // looks up one start, the latest, whatever its kind.
         let preempted = Filter::default().when("prev_state", CmpOp::Eq, 0);
-        let agg = KernelAggregation::log2_histogram("usecs", SWITCH, AggSource::Latency)
+        let agg = KernelAggregation::log2_histogram("nsecs", SWITCH, AggSource::Latency)
             .latency_from(WAKEUP, Correlation::Task("pid".into()), Correlation::Task("next_pid".into()))
             .also_from(WAKEUP_NEW, Correlation::Task("pid".into()), Filter::default())
             .also_from(SWITCH, Correlation::Task("prev_pid".into()), preempted);

@@ -129,14 +129,16 @@ pub fn block(
             },
             None => AggSource::Pid,
         };
+        // Named as the map, for messages and the accounting of its losses.
+        let name = format!("@{map}");
         let (mut agg, kind) = match fold {
-            Fold::Count => (KernelAggregation::count(map, probe), AggKind::Count),
-            Fold::Sum => (KernelAggregation::sum(map, probe, value), AggKind::Sum),
-            Fold::Min => (KernelAggregation::min(map, probe, value), AggKind::Min),
-            Fold::Max => (KernelAggregation::max(map, probe, value), AggKind::Max),
-            Fold::Hist => (KernelAggregation::log2_histogram(map, probe, value), AggKind::Quantize),
+            Fold::Count => (KernelAggregation::count(&name, probe), AggKind::Count),
+            Fold::Sum => (KernelAggregation::sum(&name, probe, value), AggKind::Sum),
+            Fold::Min => (KernelAggregation::min(&name, probe, value), AggKind::Min),
+            Fold::Max => (KernelAggregation::max(&name, probe, value), AggKind::Max),
+            Fold::Hist => (KernelAggregation::log2_histogram(&name, probe, value), AggKind::Quantize),
             Fold::Lhist(min, max, step) => {
-                (KernelAggregation::linear_histogram(map, probe, value, *min, *max, *step), AggKind::Lquantize)
+                (KernelAggregation::linear_histogram(&name, probe, value, *min, *max, *step), AggKind::Lquantize)
             }
             Fold::Avg => return Err("avg() is computed in the sandbox".into()),
         };

@@ -163,7 +163,7 @@ fn blocks_the_kernel_can_compute_are_pushed_down_whole_and_the_rest_streamed() {
         .collect();
     assert_eq!(
         aggs,
-        [("w", "tracepoint:syscalls:sys_enter_write", 2, 2), ("b", "tracepoint:syscalls:sys_enter_write", 0, 2)]
+        [("@w", "tracepoint:syscalls:sys_enter_write", 2, 2), ("@b", "tracepoint:syscalls:sys_enter_write", 0, 2)]
     );
     let preds = &plan.aggregations[0].filter.predicates;
     assert_eq!((preds[1].field.as_str(), preds[1].op, preds[1].value), ("fd", CmpOp::Ne, 1), "1 != fd, flipped");
