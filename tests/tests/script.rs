@@ -237,3 +237,28 @@ fn timer_blocks_run_once_per_tick_and_the_accounting_counts_every_tick() {
     assert!(err.contains(&want), "{want}\n{err}");
     assert!(err.contains("    begin: ticks 1; host: filtered 0, delivered 1,"), "{err}");
 }
+
+#[test]
+fn the_start_and_latency_pattern_runs_in_the_kernel_and_times_every_call() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 1000000", workload("getppid_loop").display());
+    let program = "tracepoint:syscalls:sys_enter_getppid { @start[tid] = nsecs; }
+        tracepoint:syscalls:sys_exit_getppid /@start[tid]/ { @ns[comm] = hist(nsecs - @start[tid]); delete(@start[tid]); }";
+    let o = run(wasmtap().args(["-e", program, "--explain", "-c", &cmd, "-o", "json"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let said = "blocks 1 and 2: in the kernel: the latency from tracepoint:syscalls:sys_enter_getppid to \
+                tracepoint:syscalls:sys_exit_getppid: @ns";
+    assert!(err.contains(said), "{err}");
+    let lines = json_lines(&out);
+    let hist = lines.iter().find(|v| v["type"] == "hist").unwrap_or_else(|| panic!("{out}"));
+    let timed: u64 = hist["data"]["@ns"]["getppid_loop"].as_array().unwrap().iter().map(|b| u(&b["count"])).sum();
+    assert_eq!(timed, 1_000_000, "every getppid timed: {hist}");
+    // Nothing was streamed: the plugin subscribed to no probe.
+    let acct = &lines.iter().find(|v| v["type"] == "accounting").unwrap()["data"];
+    let script = acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "script").unwrap();
+    assert_eq!(script["probes"].as_array().map(Vec::len), Some(0), "{script}");
+}

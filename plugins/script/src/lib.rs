@@ -132,7 +132,24 @@ impl Script {
         let uses = push::uses(&program.blocks);
         let mut pushed: Vec<push::Pushed> = Vec::new();
         let mut in_kernel = vec![false; program.blocks.len()];
+        let first: Vec<String> = probes.iter().map(|p| p[0].0.clone()).collect();
+        for (a, b, maps) in push::latencies(&program.blocks, &first, &uses, &args) {
+            if in_kernel[a] || in_kernel[b] || !push::fits(pushed.len(), maps.len()) {
+                continue;
+            }
+            let names: Vec<String> = maps.iter().map(|p| format!("@{}", p.map)).collect();
+            pushed.extend(maps);
+            (in_kernel[a], in_kernel[b]) = (true, true);
+            if explain {
+                let said =
+                    format!("in the kernel: the latency from {} to {}: {}", first[a], first[b], names.join(", "));
+                wasmtap_sdk::log(Level::Info, &format!("blocks {} and {}: {said}", a + 1, b + 1));
+            }
+        }
         for (i, block) in program.blocks.iter().enumerate() {
+            if in_kernel[i] {
+                continue;
+            }
             let probe = &probes[i][0].0;
             let said = match push::block(block, probe, &uses, &args) {
                 Ok(p) if push::fits(pushed.len(), p.len()) => {

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use wasmtap_sdk::{AggKind, AggSource, CmpOp, Filter, KernelAggregation, Predicate};
+use wasmtap_sdk::{AggKind, AggSource, CmpOp, Correlation, Filter, KernelAggregation, Predicate};
 
 use crate::parse::{Block, Expr, Fold, Stmt};
 
@@ -152,6 +152,125 @@ pub fn block(
         return Err("nothing to aggregate".into());
     }
     Ok(out)
+}
+
+/// The latency pattern: a block that only stamps `@S[tid] = nsecs` on one tracepoint,
+/// and a block on another whose aggregations take `nsecs - @S[tid]` (with `/@S[tid]/` in
+/// its predicate and `delete(@S[tid])` allowed), `@S` used nowhere else. Both run in the
+/// kernel as latency aggregations, the start kept with the thread: `Some((start block,
+/// end block, the end's maps))` for each pair found.
+pub fn latencies(
+    blocks: &[Block],
+    probes: &[String],
+    uses: &HashMap<String, usize>,
+    args: &[String],
+) -> Vec<(usize, usize, Vec<Pushed>)> {
+    let mut out = Vec::new();
+    for (a, start) in blocks.iter().enumerate() {
+        let [Stmt::Store { map: stamp, keys, op: None, value: Expr::Builtin(now, _), .. }] = start.body.as_slice()
+        else {
+            continue;
+        };
+        if now != "nsecs" || !is_tid(keys) || start.probes.len() != 1 || !probes[a].starts_with("tracepoint:") {
+            continue;
+        }
+        let start_filter = match &start.pred {
+            Some(p) => match filter_fields(p, args) {
+                Some(f) => f,
+                None => continue,
+            },
+            None => Filter::default(),
+        };
+        for (b, end) in blocks.iter().enumerate() {
+            if b == a || end.probes.len() != 1 || !probes[b].starts_with("tracepoint:") {
+                continue;
+            }
+            if let Some((maps, used)) = latency_end(end, &probes[b], stamp, &probes[a], &start_filter, args) {
+                if uses.get(stamp).copied() == Some(used + 1) && maps.iter().all(|m| uses.get(&m.map) == Some(&1)) {
+                    out.push((a, b, maps));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn is_tid(keys: &[Expr]) -> bool {
+    matches!(keys, [Expr::Builtin(t, _)] if t == "tid")
+}
+
+/// `@stamp[tid]`.
+fn is_stamp(e: &Expr, stamp: &str) -> bool {
+    matches!(e, Expr::Map { map, keys, .. } if map == stamp && is_tid(keys))
+}
+
+/// The end block's aggregations, and how many times it names `@stamp`.
+fn latency_end(
+    end: &Block,
+    probe: &str,
+    stamp: &str,
+    start_probe: &str,
+    start_filter: &Filter,
+    args: &[String],
+) -> Option<(Vec<Pushed>, usize)> {
+    let mut used = 0;
+    let mut filter = Filter::default();
+    if let Some(p) = &end.pred {
+        let mut parts = Vec::new();
+        conjuncts(p, &mut parts);
+        for part in parts {
+            if is_stamp(part, stamp) {
+                used += 1;
+            } else {
+                predicates(part, args, &mut filter.predicates).ok()?;
+            }
+        }
+        if filter.predicates.len() > PREDICATES_MAX {
+            return None;
+        }
+    }
+    let mut maps = Vec::new();
+    for s in &end.body {
+        match s {
+            Stmt::Delete { map, keys, .. } if map == stamp && is_tid(keys) => used += 1,
+            Stmt::Aggregate { map, keys, fold, value: Some(Expr::Binary("-", now, since, _)), .. }
+                if matches!(&**now, Expr::Builtin(n, _) if n == "nsecs") && is_stamp(since, stamp) =>
+            {
+                used += 1;
+                let name = format!("@{map}");
+                let (mut agg, kind) = match fold {
+                    Fold::Sum => (KernelAggregation::sum(&name, probe, AggSource::Latency), AggKind::Sum),
+                    Fold::Min => (KernelAggregation::min(&name, probe, AggSource::Latency), AggKind::Min),
+                    Fold::Max => (KernelAggregation::max(&name, probe, AggSource::Latency), AggKind::Max),
+                    Fold::Hist => {
+                        (KernelAggregation::log2_histogram(&name, probe, AggSource::Latency), AggKind::Quantize)
+                    }
+                    Fold::Lhist(min, max, step) => (
+                        KernelAggregation::linear_histogram(&name, probe, AggSource::Latency, *min, *max, *step),
+                        AggKind::Lquantize,
+                    ),
+                    Fold::Count | Fold::Avg => return None,
+                };
+                for k in keys {
+                    agg = agg.by(source(k).ok()?);
+                }
+                agg = agg
+                    .with_filter(filter.clone())
+                    .latency_from(start_probe, Correlation::Tid, Correlation::Tid)
+                    .start_filter(start_filter.clone());
+                maps.push(Pushed { map: map.clone(), aggregation: agg, kind, keys: keys.len() });
+            }
+            _ => return None,
+        }
+    }
+    (!maps.is_empty()).then_some((maps, used))
+}
+
+/// A predicate of field comparisons only, as a filter.
+fn filter_fields(pred: &Expr, args: &[String]) -> Option<Filter> {
+    let mut f = Filter::default();
+    predicates(pred, args, &mut f.predicates).ok()?;
+    (f.predicates.len() <= PREDICATES_MAX).then_some(f)
 }
 
 /// Whether `n` more kernel aggregations fit beside `have`.

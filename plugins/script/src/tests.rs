@@ -183,3 +183,29 @@ fn blocks_the_kernel_can_compute_are_pushed_down_whole_and_the_rest_streamed() {
     assert_eq!(plan.subscriptions[1].filter.comms, ["cat"]);
     assert!(plan.subscriptions[0].filter.comms.is_empty() && plan.subscriptions[2].filter.predicates.is_empty());
 }
+
+#[test]
+fn the_latency_pattern_becomes_a_kernel_latency_and_anything_else_stays_here() {
+    let pair = "t:syscalls:sys_enter_read /args.count > 10/ { @start[tid] = nsecs; }
+                t:syscalls:sys_exit_read /@start[tid] && args.ret > 0/ {
+                    @ns[comm] = hist(nsecs - @start[tid]); @most = max(nsecs - @start[tid]); delete(@start[tid]); }";
+    let (s, plan) = Script::new(pair, Vec::new()).unwrap();
+    assert!(plan.subscriptions.is_empty(), "{:?}", plan.subscriptions);
+    let names: Vec<&str> = plan.aggregations.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["@ns", "@most"]);
+    let ns = &plan.aggregations[0];
+    let start = ns.start.as_ref().expect("a start event");
+    assert_eq!(start.probe, "tracepoint:syscalls:sys_enter_read");
+    assert_eq!((start.filter.predicates[0].field.as_str(), start.filter.predicates[0].value), ("count", 10));
+    assert_eq!(ns.filter.predicates[0].field, "ret");
+    assert!(matches!(s.interp.maps.iter().find(|(n, _)| n == "ns").unwrap().1, Map::Kernel { .. }));
+    // Microseconds (a division), a start keyed by pid, or @start read elsewhere: streamed.
+    for other in [
+        "t:a:b { @start[tid] = nsecs; } t:a:c /@start[tid]/ { @us = hist((nsecs - @start[tid]) / 1000); }",
+        "t:a:b { @start[pid] = nsecs; } t:a:c { @ns = hist(nsecs - @start[pid]); }",
+        "t:a:b { @start[tid] = nsecs; } t:a:c { @ns = hist(nsecs - @start[tid]); } END { print(@start); }",
+    ] {
+        let (_, plan) = Script::new(other, Vec::new()).unwrap();
+        assert!(plan.aggregations.is_empty(), "{other}");
+    }
+}
