@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """wasmtap against bpftrace: overhead, streaming, start-up and memory, in one command.
 
-    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro,daemon] [--workloads W1,W5]
+    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro,daemon,oneliners] [--workloads W1,W5]
 
 Needs `./x build` first and bpftrace (Debian's, `apt-get install bpftrace`). Every measure
 runs the same workload with no tracer, under bpftrace and under wasmtap, alternating
@@ -63,6 +63,7 @@ BT_RUNQLAT = (
     "$ns = @qtime[args->next_pid]; if ($ns) { @nsecs = hist(nsecs - $ns); } delete(@qtime[args->next_pid]); }"
 )
 BT_PRINTF = 'tracepoint:syscalls:sys_enter_getppid { printf("%d %d %s\\n", pid, tid, comm); }'
+BT_MAP_TID = "tracepoint:syscalls:sys_enter_getppid { @[tid] = count(); }"
 
 
 def wt(*args):
@@ -353,6 +354,62 @@ def streaming(quick):
           "(of the rates tried).")
 
 
+PRINTF_ONE_LINER = 'tracepoint:syscalls:sys_enter_getppid { printf("%d %d %s\\n", pid, tid, comm); }'
+# `@[tid] = count()` alone runs in the kernel in both tools; the predicate on pid keeps
+# wasmtap's in the interpreter, the per-event action this row measures.
+MAP_ONE_LINER = "tracepoint:syscalls:sys_enter_getppid /pid != 0/ { @[tid] = count(); }"
+
+
+def plugin_cpu(errors, name):
+    """(CPU ms, events delivered) of plugin `name` in a --stats report."""
+    m = re.search(rf"plugin {name} +delivered +(\d+) .*?cpu (\d+) ms", errors)
+    return (int(m.group(2)), int(m.group(1))) if m else (float("nan"), 0)
+
+
+def oneliners(quick):
+    """bpftrace's one-liners run by the script plugin: printf and a map update per event,
+    beside bpftrace and beside compiled Rust plugins doing the same, at paced rates."""
+    secs = 1 if quick else 2
+    rates = [250_000, 500_000, 1_000_000]
+    print("\n## One-liners: interpreted in the sandbox\n")
+    print(f"`paced RATE {secs}` calls getppid at RATE per second for {secs} s. printf: `{PRINTF_ONE_LINER}` in "
+          "bpftrace and in `wasmtap -e`, beside the compiled `snoop` plugin (one row per event). Map update: "
+          f"`{MAP_ONE_LINER}` in `wasmtap -e` (interpreted per event), bpftrace's `@[tid] = count()`, and the "
+          "compiled `aggbench` fixture (`agg=count`, a count keyed by thread per syscall entry). Lost = calls − "
+          "lines or counts of the workload; plugin CPU per M events from `--stats`.\n")
+    print("| rate | what | bpftrace lost | wasmtap -e lost | wasmtap -e plugin CPU ms / M events | compiled plugin CPU ms / M events | interpreted / compiled |")
+    print("|---|---|---|---|---|---|---|")
+    budget = ["--output-budget", "4194304", "--cpu-budget", "100", "--stats"]
+    for rate in rates:
+        for what in ("printf", "map update"):
+            cells = {}
+            for who in ("bpftrace", "script", "compiled"):
+                name = f"oneliner-{who}-{what.replace(' ', '')}-{rate}"
+                if who == "bpftrace":
+                    t = bt(PRINTF_ONE_LINER if what == "printf" else BT_MAP_TID, name)
+                elif who == "script":
+                    t = Tracer([WASMTAP, "-e", PRINTF_ONE_LINER if what == "printf" else MAP_ONE_LINER] + budget,
+                               "Attached", name)
+                elif what == "printf":
+                    t = wasmtap(["snoop", "--param", "probe=tracepoint:syscalls:sys_enter_getppid"] + budget, name)
+                else:
+                    t = wasmtap(["aggbench", "--param", "agg=count"] + budget, name)
+                p = subprocess.run(["taskset", "-c", "1", os.path.join(BIN, "paced"), str(rate), str(secs)],
+                                   capture_output=True, text=True, check=True)
+                ops = int(re.search(r"ops (\d+)", p.stdout).group(1))
+                t.stop()
+                text = t.text()
+                if what == "printf":
+                    seen = sum(1 for l in text.splitlines() if l.rstrip().endswith("paced"))
+                else:
+                    seen = max([int(n) for n in re.findall(r"^@\[\d+\]: (\d+)", text, re.M)] or [0])
+                cpu, delivered = plugin_cpu(t.errors(), {"script": "script", "compiled": "snoop" if what == "printf" else "aggbench"}.get(who, "-"))
+                cells[who] = (ops - seen if who != "compiled" or what == "printf" else "-", cpu * 1e6 / max(1, delivered))
+            b, s_, c = cells["bpftrace"], cells["script"], cells["compiled"]
+            print(f"| {rate:,} | {what} | {b[0]:,} | {s_[0]:,} | {s_[1]:,.0f} | {c[1]:,.0f} | {s_[1] / max(1e-9, c[1]):.2f} |",
+                  flush=True)
+
+
 def startup(rounds):
     """Start to first event, and stop time, for a cached plugin and bpftrace."""
     subprocess.run(wt("execsnoop", "-c", "/bin/true"), capture_output=True)  # warm the plugin cache
@@ -560,6 +617,8 @@ def main():
         micro()
     if "daemon" in only:
         daemon(a.rounds, a.quick)
+    if "oneliners" in only:
+        oneliners(a.quick)
 
 
 if __name__ == "__main__":
