@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use wasmtap_sdk::{from_entries, Agg, AggId, AggKind, AggOrder, Aggregation, Event, Key};
 
-use crate::parse::{Expr, Fold, Stmt};
+use crate::parse::{Expr, Fold, Op, Slot, Stmt, B};
 
 /// A value: bpftrace's integers (64-bit) and strings.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -36,13 +36,25 @@ impl Value {
     }
 }
 
-/// A map's key: its parts.
+/// A map's key: its parts (one, the common case, without a vector).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MapKey(pub Vec<Value>);
+pub enum MapKey {
+    One(Value),
+    Many(Vec<Value>),
+}
+
+impl MapKey {
+    pub fn parts(&self) -> &[Value] {
+        match self {
+            MapKey::One(v) => std::slice::from_ref(v),
+            MapKey::Many(v) => v,
+        }
+    }
+}
 
 impl Key for MapKey {
     fn to_values(&self) -> Vec<wasmtap_sdk::Value> {
-        self.0.iter().map(Value::sdk).collect()
+        self.parts().iter().map(Value::sdk).collect()
     }
 }
 
@@ -77,11 +89,22 @@ pub struct Interp {
     pub started_ns: u64,
     pub vars: HashMap<String, Value>,
     pub printed: String,
+    /// printf's arguments, reused from event to event.
+    pub scratch: Vec<Value>,
 }
 
 impl Interp {
-    fn map_mut(&mut self, name: &str) -> Option<&mut Map> {
-        self.maps.iter_mut().find(|(n, _)| n == name).map(|(_, m)| m)
+    /// The map a statement names, found by name once per statement.
+    fn map_mut(&mut self, name: &str, slot: &Slot) -> Option<&mut Map> {
+        let i = match slot.get() {
+            Some(i) => i,
+            None => {
+                let i = self.maps.iter().position(|(n, _)| n == name)?;
+                slot.set(i);
+                i
+            }
+        };
+        self.maps.get_mut(i).map(|(_, m)| m)
     }
 
     pub fn run(&mut self, body: &[Stmt], cx: &Ctx<'_, '_>) -> Result<(), Fault> {
@@ -93,25 +116,25 @@ impl Interp {
 
     fn stmt(&mut self, s: &Stmt, cx: &Ctx<'_, '_>) -> Result<(), Fault> {
         match s {
-            Stmt::Aggregate { map, keys, value, .. } => {
+            Stmt::Aggregate { map, slot, keys, value, .. } => {
                 let key = self.key(keys, cx)?;
                 let v = match value {
                     Some(e) => self.eval(e, cx)?.int(),
                     None => 0,
                 };
-                if let Some(Map::Agg { agg, .. }) = self.map_mut(map) {
+                if let Some(Map::Agg { agg, .. }) = self.map_mut(map, slot) {
                     agg.add(key, v);
                 }
             }
-            Stmt::Store { map, keys, op, value, .. } => {
+            Stmt::Store { map, slot, keys, op, value, .. } => {
                 let key = self.key(keys, cx)?;
                 let v = self.eval(value, cx)?;
-                if let Some(Map::Plain { values, .. }) = self.map_mut(map) {
+                if let Some(Map::Plain { values, .. }) = self.map_mut(map, slot) {
                     let new = match op {
                         None => v,
                         Some(op) => {
                             let old = values.get(&key).map_or(0, Value::int);
-                            Value::Int(arith(op, old, v.int()))
+                            Value::Int(binary(*op, old, v.int()))
                         }
                     };
                     values.insert(key, new);
@@ -122,26 +145,31 @@ impl Interp {
                 self.vars.insert(var.clone(), v);
             }
             Stmt::Printf { fmt, args, .. } => {
-                let vals = args.iter().map(|a| self.eval(a, cx)).collect::<Result<Vec<_>, _>>()?;
+                let mut vals = std::mem::take(&mut self.scratch);
+                vals.clear();
+                for a in args {
+                    vals.push(self.eval(a, cx)?);
+                }
                 crate::printf::format(fmt, &vals, &mut self.printed);
+                self.scratch = vals;
             }
             Stmt::Print { map, .. } => {
                 let text = self.map_text(map);
                 self.printed.push_str(&text);
             }
-            Stmt::Clear { map, .. } => match self.map_mut(map) {
+            Stmt::Clear { map, slot, .. } => match self.map_mut(map, slot) {
                 Some(Map::Agg { agg, .. }) => agg.clear(),
                 Some(Map::Plain { values, .. }) => values.clear(),
                 Some(Map::Kernel { .. }) | None => {}
             },
-            Stmt::Zero { map, .. } => match self.map_mut(map) {
+            Stmt::Zero { map, slot, .. } => match self.map_mut(map, slot) {
                 Some(Map::Agg { agg, .. }) => agg.clear(),
                 Some(Map::Plain { values, .. }) => values.values_mut().for_each(|v| *v = Value::Int(0)),
                 Some(Map::Kernel { .. }) | None => {}
             },
-            Stmt::Delete { map, keys, .. } => {
+            Stmt::Delete { map, slot, keys, .. } => {
                 let key = self.key(keys, cx)?;
-                match self.map_mut(map) {
+                match self.map_mut(map, slot) {
                     Some(Map::Agg { agg, .. }) => {
                         agg.remove(&key);
                     }
@@ -166,7 +194,10 @@ impl Interp {
     }
 
     fn key(&mut self, keys: &[Expr], cx: &Ctx<'_, '_>) -> Result<MapKey, Fault> {
-        keys.iter().map(|k| self.eval(k, cx)).collect::<Result<Vec<_>, _>>().map(MapKey)
+        match keys {
+            [one] => Ok(MapKey::One(self.eval(one, cx)?)),
+            _ => keys.iter().map(|k| self.eval(k, cx)).collect::<Result<Vec<_>, _>>().map(MapKey::Many),
+        }
     }
 
     pub fn eval(&mut self, e: &Expr, cx: &Ctx<'_, '_>) -> Result<Value, Fault> {
@@ -183,11 +214,11 @@ impl Interp {
             }
             Expr::PosCount => Value::Int(self.args.len() as i64),
             Expr::Var(v, _) => self.vars.get(v).cloned().unwrap_or(Value::Int(0)),
-            Expr::Builtin(b, _) => builtin(b, cx, self.started_ns),
+            Expr::Builtin(b, _) => builtin(*b, cx, self.started_ns),
             Expr::Arg(field, _) => arg(field, cx)?,
-            Expr::Map { map, keys, .. } => {
+            Expr::Map { map, slot, keys, .. } => {
                 let key = self.key(keys, cx)?;
-                match self.maps.iter().find(|(n, _)| n == map).map(|(_, m)| m) {
+                match self.map_mut(map, slot).map(|m| &*m) {
                     Some(Map::Agg { agg, .. }) => Value::Int(agg.value(&key).unwrap_or(0)),
                     Some(Map::Plain { values, .. }) => values.get(&key).cloned().unwrap_or(Value::Int(0)),
                     Some(Map::Kernel { .. }) | None => Value::Int(0),
@@ -195,16 +226,16 @@ impl Interp {
             }
             Expr::Unary(op, inner) => {
                 let v = self.eval(inner, cx)?.int();
-                Value::Int(match *op {
-                    "!" => i64::from(v == 0),
-                    "-" => v.wrapping_neg(),
+                Value::Int(match op {
+                    Op::Not => i64::from(v == 0),
+                    Op::Neg => v.wrapping_neg(),
                     _ => !v,
                 })
             }
             Expr::Binary(op, a, b, _) => {
-                if *op == "&&" || *op == "||" {
+                if matches!(op, Op::And | Op::Or) {
                     let l = self.eval(a, cx)?.int() != 0;
-                    let short = if *op == "&&" { !l } else { l };
+                    let short = if *op == Op::And { !l } else { l };
                     if short {
                         return Ok(Value::Int(i64::from(l)));
                     }
@@ -212,10 +243,10 @@ impl Interp {
                 }
                 let (l, r) = (self.eval(a, cx)?, self.eval(b, cx)?);
                 match (&l, &r) {
-                    (Value::Str(x), Value::Str(y)) if matches!(*op, "==" | "!=") => {
-                        Value::Int(i64::from((x == y) == (*op == "==")))
+                    (Value::Str(x), Value::Str(y)) if matches!(op, Op::Eq | Op::Ne) => {
+                        Value::Int(i64::from((x == y) == (*op == Op::Eq)))
                     }
-                    _ => Value::Int(binary(op, l.int(), r.int())),
+                    _ => Value::Int(binary(*op, l.int(), r.int())),
                 }
             }
             Expr::Ternary(c, a, b) => {
@@ -265,7 +296,7 @@ impl Interp {
                 for (k, v) in rows {
                     match keyed {
                         true => {
-                            let parts: Vec<String> = k.0.iter().map(Value::show).collect();
+                            let parts: Vec<String> = k.parts().iter().map(Value::show).collect();
                             out.push_str(&format!("@{name}[{}]: {}\n", parts.join(", "), v.show()));
                         }
                         false => out.push_str(&format!("@{name}: {}\n", v.show())),
@@ -281,7 +312,7 @@ impl Interp {
                 for (k, v) in rows {
                     match keyed {
                         true => {
-                            let parts: Vec<String> = k.0.iter().map(Value::show).collect();
+                            let parts: Vec<String> = k.parts().iter().map(Value::show).collect();
                             out.push_str(&format!("@{name}[{}]: {v}\n", parts.join(", ")));
                         }
                         false => out.push_str(&format!("@{name}: {v}\n")),
@@ -315,46 +346,45 @@ pub fn new_agg(fold: &Fold) -> Agg<MapKey> {
     }
 }
 
-fn arith(op: &str, a: i64, b: i64) -> i64 {
-    binary(op, a, b)
-}
-
 /// Integer operators as bpftrace computes them (64-bit, wrapping; division by zero is 0).
-fn binary(op: &str, a: i64, b: i64) -> i64 {
+fn binary(op: Op, a: i64, b: i64) -> i64 {
     match op {
-        "+" => a.wrapping_add(b),
-        "-" => a.wrapping_sub(b),
-        "*" => a.wrapping_mul(b),
-        "/" => a.checked_div(b).unwrap_or(0),
-        "%" => a.checked_rem(b).unwrap_or(0),
-        "&" => a & b,
-        "|" => a | b,
-        "^" => a ^ b,
-        "<<" => a.wrapping_shl(b as u32),
-        ">>" => a.wrapping_shr(b as u32),
-        "==" => i64::from(a == b),
-        "!=" => i64::from(a != b),
-        "<" => i64::from(a < b),
-        "<=" => i64::from(a <= b),
-        ">" => i64::from(a > b),
-        _ => i64::from(a >= b),
+        Op::Add => a.wrapping_add(b),
+        Op::Sub => a.wrapping_sub(b),
+        Op::Mul => a.wrapping_mul(b),
+        Op::Div => a.checked_div(b).unwrap_or(0),
+        Op::Rem => a.checked_rem(b).unwrap_or(0),
+        Op::BitAnd => a & b,
+        Op::BitOr => a | b,
+        Op::Xor => a ^ b,
+        Op::Shl => a.wrapping_shl(b as u32),
+        Op::Shr => a.wrapping_shr(b as u32),
+        Op::Eq => i64::from(a == b),
+        Op::Ne => i64::from(a != b),
+        Op::Lt => i64::from(a < b),
+        Op::Le => i64::from(a <= b),
+        Op::Gt => i64::from(a > b),
+        Op::Ge => i64::from(a >= b),
+        Op::And => i64::from(a != 0 && b != 0),
+        Op::Or => i64::from(a != 0 || b != 0),
+        Op::Not | Op::Neg | Op::BitNot => 0,
     }
 }
 
-fn builtin(name: &str, cx: &Ctx<'_, '_>, started: u64) -> Value {
+fn builtin(b: B, cx: &Ctx<'_, '_>, started: u64) -> Value {
     let ev = cx.ev;
-    match name {
-        "pid" => Value::Int(ev.map_or(0, |e| i64::from(e.pid()))),
-        "tid" => Value::Int(ev.map_or(0, |e| i64::from(e.tid()))),
-        "uid" => Value::Int(ev.map_or(0, |e| i64::from(e.uid()))),
-        "gid" => Value::Int(ev.map_or(0, |e| i64::from(e.gid()))),
-        "cgroup" => Value::Int(ev.map_or(0, |e| e.cgroup_id() as i64)),
-        "comm" => Value::Str(ev.map_or_else(String::new, |e| e.comm().into_owned())),
-        "nsecs" => Value::Int(cx.now as i64),
-        "elapsed" => Value::Int(cx.now.saturating_sub(started) as i64),
-        "probe" => Value::Str(cx.probe.to_string()),
-        // `retval`: a tracepoint's `ret` field (the syscalls' exits).
-        _ => match ev {
+    match b {
+        B::Pid => Value::Int(ev.map_or(0, |e| i64::from(e.pid()))),
+        B::Tid => Value::Int(ev.map_or(0, |e| i64::from(e.tid()))),
+        B::Uid => Value::Int(ev.map_or(0, |e| i64::from(e.uid()))),
+        B::Gid => Value::Int(ev.map_or(0, |e| i64::from(e.gid()))),
+        B::Cgroup => Value::Int(ev.map_or(0, |e| e.cgroup_id() as i64)),
+        B::Comm => Value::Str(ev.map_or_else(String::new, |e| e.comm().into_owned())),
+        B::Nsecs => Value::Int(cx.now as i64),
+        B::Elapsed => Value::Int(cx.now.saturating_sub(started) as i64),
+        B::Probe => Value::Str(cx.probe.to_string()),
+        // A tracepoint's `ret` field (the syscalls' exits).
+        B::Retval => match ev {
             Some(Event::Tracepoint(tp)) => Value::Int(tp.i64("ret").unwrap_or(0)),
             Some(Event::SysExit(x)) => Value::Int(x.ret()),
             _ => Value::Int(0),

@@ -109,8 +109,14 @@ impl Plugin for Script {
 
 impl Script {
     fn empty() -> Script {
-        let interp =
-            Interp { maps: Vec::new(), args: Vec::new(), started_ns: 0, vars: HashMap::new(), printed: String::new() };
+        let interp = Interp {
+            maps: Vec::new(),
+            args: Vec::new(),
+            started_ns: 0,
+            vars: HashMap::new(),
+            printed: String::new(),
+            scratch: Vec::new(),
+        };
         Script { blocks: Vec::new(), by_sub: Vec::new(), probe_of: Vec::new(), interp, faults: HashSet::new() }
     }
 
@@ -210,7 +216,8 @@ impl Script {
                 *m = Map::Kernel { id, kind: p.kind, keys: p.keys };
             }
         }
-        let interp = Interp { maps, args, started_ns: 0, vars: HashMap::new(), printed: String::new() };
+        let interp =
+            Interp { maps, args, started_ns: 0, vars: HashMap::new(), printed: String::new(), scratch: Vec::new() };
         let script = Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new() };
         Ok((script, plan))
     }
@@ -218,7 +225,9 @@ impl Script {
 
 /// Run one block: its predicate, then its statements. Scratch variables are the block's.
 fn run_block(interp: &mut Interp, block: &Block, cx: &Ctx<'_, '_>) -> Result<(), eval::Fault> {
-    interp.vars.clear();
+    if !interp.vars.is_empty() {
+        interp.vars.clear();
+    }
     if let Some(pred) = &block.pred {
         if interp.eval(pred, cx)?.int() == 0 {
             return Ok(());

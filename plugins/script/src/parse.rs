@@ -28,11 +28,28 @@ pub enum Fold {
     Lhist(i64, i64, i64),
 }
 
+/// Where a statement's map is among the interpreter's maps: found by name the first
+/// time, then kept.
+#[derive(Debug, Clone, Default)]
+pub struct Slot(std::cell::Cell<Option<usize>>);
+
+impl Slot {
+    pub fn get(&self) -> Option<usize> {
+        self.0.get()
+    }
+
+    pub fn set(&self, i: usize) {
+        self.0.set(Some(i));
+    }
+}
+
 #[derive(Debug)]
 pub enum Stmt {
     /// `@m[k] = count()`, `sum(v)`, …: an aggregation.
     Aggregate {
         map: String,
+        /// Its index among the maps, found at the first run.
+        slot: Slot,
         keys: Vec<Expr>,
         fold: Fold,
         value: Option<Expr>,
@@ -41,8 +58,10 @@ pub enum Stmt {
     /// `@m[k] = v`, `@m[k]++`, `@m[k] += v`: a plain value.
     Store {
         map: String,
+        /// Its index among the maps, found at the first run.
+        slot: Slot,
         keys: Vec<Expr>,
-        op: Option<&'static str>,
+        op: Option<Op>,
         value: Expr,
         at: usize,
     },
@@ -51,24 +70,32 @@ pub enum Stmt {
         value: Expr,
     },
     Printf {
-        fmt: String,
+        fmt: crate::printf::Format,
         args: Vec<Expr>,
         at: usize,
     },
     Print {
         map: String,
+        /// Its index among the maps, found at the first run.
+        slot: Slot,
         at: usize,
     },
     Clear {
         map: String,
+        /// Its index among the maps, found at the first run.
+        slot: Slot,
         at: usize,
     },
     Zero {
         map: String,
+        /// Its index among the maps, found at the first run.
+        slot: Slot,
         at: usize,
     },
     Delete {
         map: String,
+        /// Its index among the maps, found at the first run.
+        slot: Slot,
         keys: Vec<Expr>,
         at: usize,
     },
@@ -85,7 +112,7 @@ pub enum Expr {
     Int(i64),
     Str(String),
     /// `pid`, `comm`, `nsecs`…
-    Builtin(String, usize),
+    Builtin(B, usize),
     /// `args.NAME`, `args->NAME`.
     Arg(String, usize),
     Var(String, usize),
@@ -93,17 +120,97 @@ pub enum Expr {
     PosCount,
     Map {
         map: String,
+        slot: Slot,
         keys: Vec<Expr>,
         at: usize,
     },
-    Unary(&'static str, Box<Expr>),
-    Binary(&'static str, Box<Expr>, Box<Expr>, usize),
+    Unary(Op, Box<Expr>),
+    Binary(Op, Box<Expr>, Box<Expr>, usize),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `str(e)`.
     Str1(Box<Expr>),
 }
 
-const BUILTINS: &[&str] = &["pid", "tid", "uid", "gid", "comm", "nsecs", "elapsed", "cgroup", "probe", "retval"];
+/// A builtin variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum B {
+    Pid,
+    Tid,
+    Uid,
+    Gid,
+    Comm,
+    Nsecs,
+    Elapsed,
+    Cgroup,
+    Probe,
+    Retval,
+}
+
+/// An operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    BitAnd,
+    BitOr,
+    Xor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Not,
+    Neg,
+    BitNot,
+}
+
+impl Op {
+    /// A binary operator as written.
+    pub fn binary(text: &str) -> Option<Op> {
+        Some(match text {
+            "+" => Op::Add,
+            "-" => Op::Sub,
+            "*" => Op::Mul,
+            "/" => Op::Div,
+            "%" => Op::Rem,
+            "&" => Op::BitAnd,
+            "|" => Op::BitOr,
+            "^" => Op::Xor,
+            "<<" => Op::Shl,
+            ">>" => Op::Shr,
+            "==" => Op::Eq,
+            "!=" => Op::Ne,
+            "<" => Op::Lt,
+            "<=" => Op::Le,
+            ">" => Op::Gt,
+            ">=" => Op::Ge,
+            "&&" => Op::And,
+            "||" => Op::Or,
+            _ => return None,
+        })
+    }
+}
+
+const BUILTINS: &[(&str, B)] = &[
+    ("pid", B::Pid),
+    ("tid", B::Tid),
+    ("uid", B::Uid),
+    ("gid", B::Gid),
+    ("comm", B::Comm),
+    ("nsecs", B::Nsecs),
+    ("elapsed", B::Elapsed),
+    ("cgroup", B::Cgroup),
+    ("probe", B::Probe),
+    ("retval", B::Retval),
+];
 const FOLDS: &[&str] = &["count", "sum", "avg", "min", "max", "hist", "lhist", "stats"];
 /// Known but not yet interpreted: refused with this reason.
 const LATER: &[(&str, &str)] = &[
@@ -266,13 +373,13 @@ impl Parser<'_> {
                 for op in ["++", "--"] {
                     if self.eat(op)? {
                         let value = Expr::Int(if op == "++" { 1 } else { -1 });
-                        return Ok(Stmt::Store { map, keys, op: Some("+"), value, at });
+                        return Ok(Stmt::Store { map, slot: Slot::default(), keys, op: Some(Op::Add), value, at });
                     }
                 }
                 for op in ["+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="] {
                     if self.eat(op)? {
                         let value = self.expr()?;
-                        return Ok(Stmt::Store { map, keys, op: Some(op_of(op)), value, at });
+                        return Ok(Stmt::Store { map, slot: Slot::default(), keys, op: Some(op_of(op)), value, at });
                     }
                 }
                 self.expect("=")?;
@@ -282,14 +389,14 @@ impl Parser<'_> {
                     }
                 }
                 let value = self.expr()?;
-                Ok(Stmt::Store { map, keys, op: None, value, at })
+                Ok(Stmt::Store { map, slot: Slot::default(), keys, op: None, value, at })
             }
             Tok::Var(v) => {
                 self.next()?;
                 for op in ["++", "--"] {
                     if self.eat(op)? {
                         let value = Expr::Int(if op == "++" { 1 } else { -1 });
-                        let sum = Expr::Binary("+", Box::new(Expr::Var(v.clone(), at)), Box::new(value), at);
+                        let sum = Expr::Binary(Op::Add, Box::new(Expr::Var(v.clone(), at)), Box::new(value), at);
                         return Ok(Stmt::Let { var: v, value: sum });
                     }
                 }
@@ -339,7 +446,8 @@ impl Parser<'_> {
                         args.push(self.expr()?);
                     }
                     self.expect(")")?;
-                    crate::printf::check(&fmt, args.len()).map_err(|msg| crate::lex::SyntaxError { at, msg })?;
+                    let fmt =
+                        crate::printf::compile(&fmt, args.len()).map_err(|msg| crate::lex::SyntaxError { at, msg })?;
                     Ok(Stmt::Printf { fmt, args, at })
                 }
                 "print" | "clear" | "zero" | "delete" => {
@@ -352,10 +460,10 @@ impl Parser<'_> {
                         return err(mat, format!("{name}() takes a whole map, without keys"));
                     }
                     Ok(match name.as_str() {
-                        "print" => Stmt::Print { map, at },
-                        "clear" => Stmt::Clear { map, at },
-                        "zero" => Stmt::Zero { map, at },
-                        _ => Stmt::Delete { map, keys, at },
+                        "print" => Stmt::Print { map, slot: Slot::default(), at },
+                        "clear" => Stmt::Clear { map, slot: Slot::default(), at },
+                        "zero" => Stmt::Zero { map, slot: Slot::default(), at },
+                        _ => Stmt::Delete { map, slot: Slot::default(), keys, at },
                     })
                 }
                 _ => Ok(Stmt::Expr(self.expr()?)),
@@ -402,7 +510,7 @@ impl Parser<'_> {
             _ => {
                 let int = |e: &Expr, what: &str| match e {
                     Expr::Int(v) => Ok(*v),
-                    Expr::Unary("-", inner) => match **inner {
+                    Expr::Unary(Op::Neg, inner) => match **inner {
                         Expr::Int(v) => Ok(-v),
                         _ => err(at, format!("lhist(): {what} must be an integer literal")),
                     },
@@ -416,7 +524,7 @@ impl Parser<'_> {
             }
         };
         let value = (fold != Fold::Count).then(|| args.swap_remove(0));
-        Ok(Stmt::Aggregate { map, keys, fold, value, at: map_at })
+        Ok(Stmt::Aggregate { map, slot: Slot::default(), keys, fold, value, at: map_at })
     }
 
     pub fn expr(&mut self) -> Result<Expr, SyntaxError> {
@@ -438,20 +546,20 @@ impl Parser<'_> {
             if op == "/" && self.in_pred {
                 break;
             }
-            let Some(prec) = precedence(op) else { break };
+            let (Some(prec), Some(bin)) = (precedence(op), Op::binary(op)) else { break };
             if prec < min {
                 break;
             }
             self.next()?;
             let rhs = self.binary(prec + 1)?;
-            lhs = Expr::Binary(op, Box::new(lhs), Box::new(rhs), at);
+            lhs = Expr::Binary(bin, Box::new(lhs), Box::new(rhs), at);
         }
         Ok(lhs)
     }
 
     fn unary(&mut self) -> Result<Expr, SyntaxError> {
-        for op in ["!", "-", "~"] {
-            if self.eat(op)? {
+        for (text, op) in [("!", Op::Not), ("-", Op::Neg), ("~", Op::BitNot)] {
+            if self.eat(text)? {
                 return Ok(Expr::Unary(op, Box::new(self.unary()?)));
             }
         }
@@ -468,7 +576,7 @@ impl Parser<'_> {
             Tok::Var(v) => Expr::Var(v, at),
             Tok::Map(map) => {
                 let keys = self.keys()?;
-                Expr::Map { map, keys, at }
+                Expr::Map { map, slot: Slot::default(), keys, at }
             }
             Tok::Punct("(") => {
                 let pred = std::mem::replace(&mut self.in_pred, false);
@@ -503,7 +611,10 @@ impl Parser<'_> {
                         self.expect(")")?;
                         Expr::Str1(Box::new(e))
                     }
-                    n if BUILTINS.contains(&n) => Expr::Builtin(name, at),
+                    n if BUILTINS.iter().any(|(b, _)| *b == n) => {
+                        let b = BUILTINS.iter().find(|(b, _)| *b == n).map(|(_, b)| *b).unwrap_or(B::Pid);
+                        Expr::Builtin(b, at)
+                    }
                     n if FOLDS.contains(&n) => {
                         return err(at, format!("{n}() can only be assigned to a map: @x = {n}(…)"))
                     }
@@ -516,18 +627,18 @@ impl Parser<'_> {
 }
 
 /// The operator a compound assignment applies.
-fn op_of(assign: &str) -> &'static str {
+fn op_of(assign: &str) -> Op {
     match assign {
-        "+=" => "+",
-        "-=" => "-",
-        "*=" => "*",
-        "/=" => "/",
-        "%=" => "%",
-        "&=" => "&",
-        "|=" => "|",
-        "^=" => "^",
-        "<<=" => "<<",
-        _ => ">>",
+        "+=" => Op::Add,
+        "-=" => Op::Sub,
+        "*=" => Op::Mul,
+        "/=" => Op::Div,
+        "%=" => Op::Rem,
+        "&=" => Op::BitAnd,
+        "|=" => Op::BitOr,
+        "^=" => Op::Xor,
+        "<<=" => Op::Shl,
+        _ => Op::Shr,
     }
 }
 

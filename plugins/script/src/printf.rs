@@ -4,6 +4,7 @@
 use crate::eval::Value;
 
 /// One conversion of a format.
+#[derive(Debug, Clone)]
 struct Spec {
     left: bool,
     zero: bool,
@@ -18,6 +19,29 @@ struct Spec {
 enum Piece<'a> {
     Text(&'a str),
     Conv(Spec),
+}
+
+/// A format, parsed once.
+#[derive(Debug, Clone)]
+pub struct Format(Vec<Part>);
+
+#[derive(Debug, Clone)]
+enum Part {
+    Text(String),
+    Conv(Spec),
+}
+
+/// `fmt` parsed, checked to take `args` arguments.
+pub fn compile(fmt: &str, args: usize) -> Result<Format, String> {
+    check(fmt, args)?;
+    let parts = pieces(fmt)?
+        .into_iter()
+        .map(|p| match p {
+            Piece::Text(t) => Part::Text(t.to_string()),
+            Piece::Conv(s) => Part::Conv(s),
+        })
+        .collect();
+    Ok(Format(parts))
 }
 
 fn pieces(fmt: &str) -> Result<Vec<Piece<'_>>, String> {
@@ -112,17 +136,16 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// `fmt` applied to `args` (checked by [`check`]), appended to `out`.
-pub fn format(fmt: &str, args: &[Value], out: &mut String) {
-    let Ok(pieces) = pieces(fmt) else { return };
+/// `fmt` applied to `args`, appended to `out`.
+pub fn format(fmt: &Format, args: &[Value], out: &mut String) {
     let mut args = args.iter();
-    for p in pieces {
+    for p in &fmt.0 {
         match p {
-            Piece::Text(t) => out.push_str(t),
-            Piece::Conv(s) => {
-                let v = args.next().cloned().unwrap_or(Value::Int(0));
-                conv(&s, &v, out);
-            }
+            Part::Text(t) => out.push_str(t),
+            Part::Conv(s) => match args.next() {
+                Some(v) => conv(s, v, out),
+                None => conv(s, &Value::Int(0), out),
+            },
         }
     }
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use wasmtap_sdk::{AggKind, AggSource, CmpOp, Correlation, Filter, KernelAggregation, Predicate};
 
-use crate::parse::{Block, Expr, Fold, Stmt};
+use crate::parse::{Block, Expr, Fold, Op, Stmt, B};
 
 /// Comparisons a kernel filter holds.
 const PREDICATES_MAX: usize = 4;
@@ -171,7 +171,7 @@ pub fn latencies(
         else {
             continue;
         };
-        if now != "nsecs" || !is_tid(keys) || start.probes.len() != 1 || !probes[a].starts_with("tracepoint:") {
+        if *now != B::Nsecs || !is_tid(keys) || start.probes.len() != 1 || !probes[a].starts_with("tracepoint:") {
             continue;
         }
         let start_filter = match &start.pred {
@@ -196,7 +196,7 @@ pub fn latencies(
 }
 
 fn is_tid(keys: &[Expr]) -> bool {
-    matches!(keys, [Expr::Builtin(t, _)] if t == "tid")
+    matches!(keys, [Expr::Builtin(B::Tid, _)])
 }
 
 /// `@stamp[tid]`.
@@ -233,8 +233,8 @@ fn latency_end(
     for s in &end.body {
         match s {
             Stmt::Delete { map, keys, .. } if map == stamp && is_tid(keys) => used += 1,
-            Stmt::Aggregate { map, keys, fold, value: Some(Expr::Binary("-", now, since, _)), .. }
-                if matches!(&**now, Expr::Builtin(n, _) if n == "nsecs") && is_stamp(since, stamp) =>
+            Stmt::Aggregate { map, keys, fold, value: Some(Expr::Binary(Op::Sub, now, since, _)), .. }
+                if matches!(&**now, Expr::Builtin(B::Nsecs, _)) && is_stamp(since, stamp) =>
             {
                 used += 1;
                 let name = format!("@{map}");
@@ -280,13 +280,13 @@ pub fn fits(have: usize, n: usize) -> bool {
 
 fn source(e: &Expr) -> Result<AggSource, String> {
     Ok(match e {
-        Expr::Builtin(b, _) => match b.as_str() {
-            "comm" => AggSource::Comm,
-            "pid" => AggSource::Pid,
-            "tid" => AggSource::Tid,
-            "uid" => AggSource::Uid,
-            "cgroup" => AggSource::Cgroup,
-            other => return Err(format!("`{other}` is not known in the kernel")),
+        Expr::Builtin(b, _) => match b {
+            B::Comm => AggSource::Comm,
+            B::Pid => AggSource::Pid,
+            B::Tid => AggSource::Tid,
+            B::Uid => AggSource::Uid,
+            B::Cgroup => AggSource::Cgroup,
+            other => return Err(format!("`{}` is not known in the kernel", format!("{other:?}").to_lowercase())),
         },
         Expr::Arg(f, _) => AggSource::Field(f.clone()),
         _ => return Err("a key or value that is an expression".into()),
@@ -303,16 +303,16 @@ pub fn filter(pred: &Expr, args: &[String]) -> Option<Filter> {
     conjuncts(pred, &mut parts);
     for part in parts {
         let task = match part {
-            Expr::Binary("==", a, b, _) => match (&**a, &**b) {
-                (Expr::Builtin(name, _), v) | (v, Expr::Builtin(name, _)) => Some((name.as_str(), v)),
+            Expr::Binary(Op::Eq, a, b, _) => match (&**a, &**b) {
+                (Expr::Builtin(b, _), v) | (v, Expr::Builtin(b, _)) => Some((*b, v)),
                 _ => None,
             },
             _ => None,
         };
         match task {
-            Some(("comm", Expr::Str(s))) if f.comms.is_empty() && s.len() <= 15 => f.comms.push(s.clone()),
-            Some(("pid", v)) if f.pids.is_empty() => f.pids.push(u32::try_from(constant(v, args).ok()?).ok()?),
-            Some(("uid", v)) if f.uids.is_empty() => f.uids.push(u32::try_from(constant(v, args).ok()?).ok()?),
+            Some((B::Comm, Expr::Str(s))) if f.comms.is_empty() && s.len() <= 15 => f.comms.push(s.clone()),
+            Some((B::Pid, v)) if f.pids.is_empty() => f.pids.push(u32::try_from(constant(v, args).ok()?).ok()?),
+            Some((B::Uid, v)) if f.uids.is_empty() => f.uids.push(u32::try_from(constant(v, args).ok()?).ok()?),
             Some(_) => return None,
             None => predicates(part, args, &mut f.predicates).ok()?,
         }
@@ -322,7 +322,7 @@ pub fn filter(pred: &Expr, args: &[String]) -> Option<Filter> {
 
 fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
-        Expr::Binary("&&", a, b, _) => {
+        Expr::Binary(Op::And, a, b, _) => {
             conjuncts(a, out);
             conjuncts(b, out);
         }
@@ -333,24 +333,24 @@ fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 /// `e`, a conjunction of field comparisons with constants, as kernel predicates.
 fn predicates(e: &Expr, args: &[String], out: &mut Vec<Predicate>) -> Result<(), String> {
     match e {
-        Expr::Binary("&&", a, b, _) => {
+        Expr::Binary(Op::And, a, b, _) => {
             predicates(a, args, out)?;
             predicates(b, args, out)
         }
         Expr::Binary(op, a, b, _) => {
             let (field, value, op) = match (&**a, &**b) {
                 (Expr::Arg(f, _), v) => (f, constant(v, args)?, *op),
-                (v, Expr::Arg(f, _)) => (f, constant(v, args)?, flip(op)),
+                (v, Expr::Arg(f, _)) => (f, constant(v, args)?, flip(*op)),
                 _ => return Err("a predicate on something but a field".into()),
             };
             let op = match op {
-                "==" => CmpOp::Eq,
-                "!=" => CmpOp::Ne,
-                "<" => CmpOp::Lt,
-                "<=" => CmpOp::Le,
-                ">" => CmpOp::Gt,
-                ">=" => CmpOp::Ge,
-                other => return Err(format!("`{other}` in a predicate")),
+                Op::Eq => CmpOp::Eq,
+                Op::Ne => CmpOp::Ne,
+                Op::Lt => CmpOp::Lt,
+                Op::Le => CmpOp::Le,
+                Op::Gt => CmpOp::Gt,
+                Op::Ge => CmpOp::Ge,
+                other => return Err(format!("`{other:?}` in a predicate")),
             };
             out.push(Predicate { field: field.clone(), op, value });
             Ok(())
@@ -362,7 +362,7 @@ fn predicates(e: &Expr, args: &[String], out: &mut Vec<Predicate>) -> Result<(),
 fn constant(e: &Expr, args: &[String]) -> Result<i64, String> {
     match e {
         Expr::Int(v) => Ok(*v),
-        Expr::Unary("-", inner) => constant(inner, args).map(i64::wrapping_neg),
+        Expr::Unary(Op::Neg, inner) => constant(inner, args).map(i64::wrapping_neg),
         Expr::Pos(n) => args
             .get((*n as usize).wrapping_sub(1))
             .and_then(|a| a.parse().ok())
@@ -371,14 +371,12 @@ fn constant(e: &Expr, args: &[String]) -> Result<i64, String> {
     }
 }
 
-fn flip(op: &str) -> &'static str {
+fn flip(op: Op) -> Op {
     match op {
-        "<" => ">",
-        "<=" => ">=",
-        ">" => "<",
-        ">=" => "<=",
-        "==" => "==",
-        "!=" => "!=",
-        _ => "?",
+        Op::Lt => Op::Gt,
+        Op::Le => Op::Ge,
+        Op::Gt => Op::Lt,
+        Op::Ge => Op::Le,
+        other => other,
     }
 }
