@@ -408,6 +408,30 @@ def oneliners(quick):
             b, s_, c = cells["bpftrace"], cells["script"], cells["compiled"]
             print(f"| {rate:,} | {what} | {b[0]:,} | {s_[0]:,} | {s_[1]:,.0f} | {c[1]:,.0f} | {s_[1] / max(1e-9, c[1]):.2f} |",
                   flush=True)
+    # Start to first event of one one-liner, the same text in both (the script plugin
+    # compiled once before, as any plugin comes from the cache).
+    first = 'tracepoint:syscalls:sys_exit_execve /comm == "true"/ { printf("first %d\\n", pid); }'
+    subprocess.run([WASMTAP, "-e", first, "-c", "/bin/true"], capture_output=True)
+    times = {"bpftrace": [], "wasmtap -e": []}
+    for r in range(2 if quick else 5):
+        for who in times:
+            tool = ["bpftrace"] if who == "bpftrace" else [WASMTAP]
+            path = os.path.join(TMP, f"oneliner-start-{who.replace(' ', '')}-{r}.out")
+            out = open(path, "wb")
+            t0 = time.monotonic()
+            p = subprocess.Popen(tool + ["-e", first, "-c", "/bin/true"], stdout=out, stderr=subprocess.DEVNULL)
+            seen = None
+            while time.monotonic() - t0 < 30:
+                if "first " in open(path, "rb").read().decode(errors="replace"):
+                    seen = time.monotonic() - t0
+                    break
+                if p.poll() is not None and "first " not in open(path, "rb").read().decode(errors="replace"):
+                    break
+                time.sleep(0.001)
+            p.wait()
+            times[who].append(1000 * seen if seen is not None else float("nan"))
+    print(f"\nStart to first event of `{first}` with `-c /bin/true`, ms: bpftrace {med(times['bpftrace']):.0f} "
+          f"({rng(times['bpftrace'])}), wasmtap -e {med(times['wasmtap -e']):.0f} ({rng(times['wasmtap -e'])}).")
 
 
 def startup(rounds):
