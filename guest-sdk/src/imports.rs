@@ -35,6 +35,23 @@ pub(crate) fn log(level: Level, msg: &str) {
     crate::bindings::wasmtap::plugin::services::log(level, msg);
 }
 
+/// End the run once this call returns, as Ctrl-C would: the `end` probes fire and every
+/// plugin reports (bpftrace's `exit()`). In a native build, [`testing::exits`] counts
+/// the calls.
+pub fn exit() {
+    exit_import();
+}
+
+#[cfg(target_arch = "wasm32")]
+fn exit_import() {
+    crate::bindings::wasmtap::plugin::services::exit();
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn exit_import() {
+    testing::EXITS.with(|n| n.set(n.get() + 1));
+}
+
 /// `probes.schema`.
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn schema(sub: u32) -> Option<ProbeSchema> {
@@ -131,6 +148,15 @@ pub mod testing {
 
     pub(crate) fn log(level: Level, msg: &str) {
         LOGS.with(|l| l.borrow_mut().push((level, msg.to_string())));
+    }
+
+    thread_local! {
+        pub(crate) static EXITS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// How many times [`exit`](crate::exit) was called on this thread.
+    pub fn exits() -> usize {
+        EXITS.with(|n| n.get())
     }
 
     pub(crate) fn schema(sub: u32) -> Option<ProbeSchema> {

@@ -289,9 +289,9 @@ pub use bindings::wasmtap::plugin::services::{Frame, Level, StackRequest};
 pub use bounded::{BoundedMap, BoundedSet, BOUNDED_MAX};
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHashSet, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};
-pub use imports::read_aggregation;
 #[cfg(not(target_arch = "wasm32"))]
 pub use imports::testing;
+pub use imports::{exit, read_aggregation};
 pub use interval::Interval;
 pub use kernel::AggId;
 pub use output::Output;

@@ -32,7 +32,7 @@ pub struct RunOptions {
 }
 
 /// Run plugins over `source` until it ends, or until Ctrl-C, the duration, the `-c`
-/// command's exit, a closed output or the overload guard ends it.
+/// command's exit, a plugin's `exit`, a closed output or the overload guard ends it.
 pub fn run(
     plugins: &mut PluginSet,
     source: &mut dyn EventSource,
@@ -89,7 +89,12 @@ pub fn run(
             }
         }
         let timed_out = opts.duration.is_some_and(|d| started.elapsed() >= d);
-        if timed_out || opts.stop.load(Ordering::Relaxed) || out.is_broken() || overloaded(&opts.overload, out) {
+        if timed_out
+            || opts.stop.load(Ordering::Relaxed)
+            || plugins.exit_asked()
+            || out.is_broken()
+            || overloaded(&opts.overload, out)
+        {
             stopping = true;
         }
         if stopping {

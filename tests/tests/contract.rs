@@ -38,7 +38,7 @@ fn help_names_the_version_each_plugin_is_built_for() {
     let o = run(with_fixtures().args(["run", "syscount", "previous", "--help"]));
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(out.contains("\nPlugin syscount 0.1.0 (built for wasmtap:plugin@0.2.0): "), "{out}");
+    assert!(out.starts_with("Plugin syscount 0.1.0 (built for wasmtap:plugin@0.2.0): "), "{out}");
     assert!(out.contains("\nPlugin previous 0.1.0 (built for wasmtap:plugin@0.1.0): "), "{out}");
 }
 

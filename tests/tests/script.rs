@@ -236,6 +236,15 @@ fn timer_blocks_run_once_per_tick_and_the_accounting_counts_every_tick() {
     let want = format!("    interval:ms:100: ticks {ticks}; host: filtered 0, delivered {ticks}, dropped 0");
     assert!(err.contains(&want), "{want}\n{err}");
     assert!(err.contains("    begin: ticks 1; host: filtered 0, delivered 1,"), "{err}");
+
+    // exit() ends the run, as Ctrl-C would: END runs and the maps print.
+    let program = "interval:ms:100 { @ticks = count(); if (@ticks == 3) { exit(); } } END { printf(\"bye\\n\"); }";
+    let started = std::time::Instant::now();
+    let o = run(wasmtap().args(["-e", program]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert_eq!(out, "bye\n@ticks: 3\n\n", "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "ended by exit(): {:?}", started.elapsed());
 }
 
 #[test]
@@ -261,4 +270,46 @@ fn the_start_and_latency_pattern_runs_in_the_kernel_and_times_every_call() {
     let acct = &lines.iter().find(|v| v["type"] == "accounting").unwrap()["data"];
     let script = acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "script").unwrap();
     assert_eq!(script["probes"].as_array().map(Vec::len), Some(0), "{script}");
+}
+
+/// The lessons of bpftrace's one-liner tutorial that this kernel class can run, as written
+/// there (docs/one-liners.md has the whole table).
+#[test]
+fn the_tutorials_one_liners_run_unchanged() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 2. hello world.
+    let o = run(wasmtap().args(["-e", r#"BEGIN { printf("hello world\n"); }"#, "-d", "500ms"]));
+    assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), "hello world\n"), "{}", stderr(&o));
+
+    // 4. syscall counts by process: every getppid of the command, and its other syscalls.
+    let cmd = format!("{} 100000", workload("getppid_loop").display());
+    let o = run(wasmtap().args(["-e", "tracepoint:raw_syscalls:sys_enter { @[comm] = count(); }", "-c", &cmd]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let n = map_value(&out, "", "getppid_loop").unwrap_or_else(|| panic!("{out}"));
+    assert!((100_000..100_200).contains(&n), "{out}");
+
+    // 5. distribution of read() bytes of one pid: dd reads 1,000 blocks of 4 KiB.
+    let mut dd = std::process::Command::new("sh")
+        .args(["-c", "sleep 1; exec dd if=/dev/zero of=/dev/null bs=4096 count=1000 status=none"])
+        .spawn()
+        .unwrap();
+    let program = format!("tracepoint:syscalls:sys_exit_read /pid == {}/ {{ @bytes = hist(args.ret); }}", dd.id());
+    let o = run(wasmtap().args(["-e", &program, "-d", "3s"]));
+    dd.wait().unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.contains("@bytes:\n") && out.contains("[4K, 8K)            1000 |"), "{out}");
+
+    // 11. block I/O: direct writes of 1 MiB reach the disk as requests.
+    let file = std::env::temp_dir().join(format!("wasmtap-block-{}", std::process::id()));
+    let cmd = format!("dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());
+    let o = run(wasmtap().args(["-e", "tracepoint:block:block_rq_issue { @ = hist(args.bytes); }", "-c", &cmd]));
+    let _ = std::fs::remove_file(&file);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.starts_with("@:\n") && out.contains("|@"), "{out}");
 }

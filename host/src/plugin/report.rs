@@ -46,6 +46,7 @@ impl Runner {
     pub(super) fn render(&mut self, out: &mut Output, clock: &Clock) {
         let Some(inst) = self.instance.as_mut() else { return };
         let output = inst.take_output();
+        self.exit_asked |= output.exit;
         self.stats.output_dropped += output.dropped_items;
         self.stats.output_dropped_bytes += output.dropped_bytes;
         let work = HostWork::begin(out);

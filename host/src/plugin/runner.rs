@@ -34,6 +34,8 @@ pub struct Runner {
     /// Records of the queued batch, by subscription.
     pub(super) batch_subs: Vec<u64>,
     pub stats: PluginStats,
+    /// The plugin asked to end the run (`services.exit`).
+    pub(super) exit_asked: bool,
     /// Interval subscriptions: (sub, period, next due time).
     pub(super) timers: Vec<(usize, u64, Option<u64>)>,
     /// The plan's own subscriptions; those after them stream the probes of kernel
@@ -121,6 +123,7 @@ impl Runner {
             batch: Vec::with_capacity(256 << 10),
             batch_records: 0,
             stats,
+            exit_asked: false,
             timers: Vec::new(),
             own_subs,
             agg_ids: Vec::new(),

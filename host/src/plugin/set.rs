@@ -368,6 +368,11 @@ impl PluginSet {
         set.into_iter().collect()
     }
 
+    /// Whether a plugin asked to end the run (`services.exit`, bpftrace's `exit()`).
+    pub fn exit_asked(&self) -> bool {
+        self.runners.iter().any(|r| r.exit_asked)
+    }
+
     /// Warnings collected while starting (skipped optional probes).
     pub fn warnings(&self) -> Vec<String> {
         self.runners

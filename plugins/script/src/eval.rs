@@ -91,6 +91,8 @@ pub struct Interp {
     pub printed: String,
     /// printf's arguments, reused from event to event.
     pub scratch: Vec<Value>,
+    /// `exit()` ran: the run is ending; only END blocks run from now on.
+    pub exited: bool,
 }
 
 impl Interp {
@@ -110,6 +112,9 @@ impl Interp {
     pub fn run(&mut self, body: &[Stmt], cx: &Ctx<'_, '_>) -> Result<(), Fault> {
         for s in body {
             self.stmt(s, cx)?;
+            if self.exited {
+                break;
+            }
         }
         Ok(())
     }
@@ -188,6 +193,12 @@ impl Interp {
             }
             Stmt::Expr(e) => {
                 self.eval(e, cx)?;
+            }
+            Stmt::Exit => {
+                if !self.exited {
+                    wasmtap_sdk::exit();
+                }
+                self.exited = true;
             }
         }
         Ok(())

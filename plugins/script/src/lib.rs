@@ -72,6 +72,9 @@ impl Plugin for Script {
     }
 
     fn on_event(&mut self, ev: &Event<'_>, out: &mut Output) {
+        if self.interp.exited {
+            return;
+        }
         let sub = usize::from(ev.sub());
         let Some(blocks) = self.by_sub.get(sub) else { return };
         let cx = Ctx { ev: Some(ev), probe: &self.probe_of[sub], now: ev.ts_ns() };
@@ -88,6 +91,9 @@ impl Plugin for Script {
         let Some(blocks) = self.by_sub.get(sub) else { return Vec::new() };
         if self.probe_of[sub] == "BEGIN" {
             self.interp.started_ns = now_ns;
+        }
+        if self.interp.exited && self.probe_of[sub] != "END" {
+            return Vec::new();
         }
         let cx = Ctx { ev: None, probe: &self.probe_of[sub], now: now_ns };
         for &b in blocks {
@@ -116,6 +122,7 @@ impl Script {
             vars: HashMap::new(),
             printed: String::new(),
             scratch: Vec::new(),
+            exited: false,
         };
         Script { blocks: Vec::new(), by_sub: Vec::new(), probe_of: Vec::new(), interp, faults: HashSet::new() }
     }
@@ -216,8 +223,15 @@ impl Script {
                 *m = Map::Kernel { id, kind: p.kind, keys: p.keys };
             }
         }
-        let interp =
-            Interp { maps, args, started_ns: 0, vars: HashMap::new(), printed: String::new(), scratch: Vec::new() };
+        let interp = Interp {
+            maps,
+            args,
+            started_ns: 0,
+            vars: HashMap::new(),
+            printed: String::new(),
+            scratch: Vec::new(),
+            exited: false,
+        };
         let script = Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new() };
         Ok((script, plan))
     }

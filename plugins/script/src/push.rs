@@ -55,6 +55,7 @@ fn stmt_uses(body: &[Stmt], n: &mut HashMap<String, usize>) {
                 (None, Vec::new())
             }
             Stmt::Expr(e) => (None, vec![e]),
+            Stmt::Exit => (None, Vec::new()),
         };
         if let Some(m) = map {
             *n.entry(m.clone()).or_default() += 1;

@@ -209,3 +209,21 @@ fn the_latency_pattern_becomes_a_kernel_latency_and_anything_else_stays_here() {
         assert!(plan.aggregations.is_empty(), "{other}");
     }
 }
+
+#[test]
+fn exit_ends_the_action_and_only_end_blocks_run_after_it() {
+    let mut s = script(
+        "BEGIN { printf(\"a\\n\"); exit(); printf(\"b\\n\"); } t:a:b /pid > 0/ { @n = count(); } END { printf(\"end\\n\"); }",
+    );
+    let before = wasmtap_sdk::testing::exits();
+    let mut out = Output::new();
+    s.on_tick(0, 1, &mut out);
+    assert_eq!(out.text(), "a\n");
+    assert_eq!(wasmtap_sdk::testing::exits(), before + 1);
+    // An event that arrives while the run ends is not counted.
+    let mut out = Output::new();
+    s.on_event(&Event::new(Record::new(&event(1, b"x", 1))).unwrap(), &mut out);
+    s.on_tick(2, 2, &mut out);
+    assert_eq!(out.text(), "end\n");
+    assert!(s.interp.reports().0.is_empty());
+}

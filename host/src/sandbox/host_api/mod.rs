@@ -51,6 +51,8 @@ pub struct GuestOutput {
     /// output budget, and their bytes.
     pub dropped_items: u64,
     pub dropped_bytes: u64,
+    /// The plugin asked to end the run (`services.exit`).
+    pub exit: bool,
     rows: usize,
     calls: usize,
     logs: usize,

@@ -21,6 +21,11 @@ impl services::Host for StoreState {
         Ok(self.host.clock.wall_of(mono))
     }
 
+    fn exit(&mut self) -> wasmtime::Result<()> {
+        self.host.out.exit = true;
+        Ok(())
+    }
+
     /// Not reached: `sandbox::symbolize_counted_first` shadows it, to count requests
     /// before copying them.
     fn symbolize(&mut self, stacks: Vec<types::StackRequest>) -> wasmtime::Result<Vec<Vec<types::Frame>>> {
