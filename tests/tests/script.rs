@@ -44,6 +44,7 @@ fn predicates_printf_and_histograms_over_tracepoint_fields_match_the_workload() 
             @sizes = hist(args.count);
             @by[args.count > 1000 ? "large" : "small"] = count();
             @total = sum(args.count);
+            @st = stats(args.count);
             $kib = args.count / 1024;
             if ($kib == 8) { printf("%s wrote %d KiB\n", comm, $kib); }
         }
@@ -56,6 +57,7 @@ fn predicates_printf_and_histograms_over_tracepoint_fields_match_the_workload() 
     assert!(out.contains("writes: 500\n"), "{out}");
     assert!(out.contains("@by[large]: 200\n@by[small]: 300\n"), "by value, as bpftrace: {out}");
     assert!(out.contains(&format!("@total: {}\n", 300 * 100 + 200 * 8192)), "{out}");
+    assert!(out.contains("@st: count 500, average 3336, total 1668400\n"), "{out}");
     assert!(out.contains("[64, 128)            300 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|"), "{out}");
     assert!(out.contains("[8K, 16K)            200 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@                  |"), "{out}");
 }

@@ -61,9 +61,24 @@ impl Key for MapKey {
 /// A map: an aggregation (`count()`, `hist()`…) computed here or in the kernel, or plain
 /// values.
 pub enum Map {
-    Agg { agg: Agg<MapKey>, keys: usize },
-    Kernel { id: AggId, kind: AggKind, keys: usize },
-    Plain { values: HashMap<MapKey, Value>, keyed: bool },
+    Agg {
+        agg: Agg<MapKey>,
+        keys: usize,
+    },
+    Kernel {
+        id: AggId,
+        kind: AggKind,
+        keys: usize,
+    },
+    Plain {
+        values: HashMap<MapKey, Value>,
+        keyed: bool,
+    },
+    /// `stats()`: per key, the count and the total.
+    Stats {
+        values: HashMap<MapKey, (i64, i64)>,
+        keyed: bool,
+    },
 }
 
 /// Names for a key of `n` parts (the host shows one part per name).
@@ -127,8 +142,14 @@ impl Interp {
                     Some(e) => self.eval(e, cx)?.int(),
                     None => 0,
                 };
-                if let Some(Map::Agg { agg, .. }) = self.map_mut(map, slot) {
-                    agg.add(key, v);
+                match self.map_mut(map, slot) {
+                    Some(Map::Agg { agg, .. }) => agg.add(key, v),
+                    Some(Map::Stats { values, .. }) => {
+                        let (n, total) = values.entry(key).or_insert((0, 0));
+                        *n += 1;
+                        *total = total.wrapping_add(v);
+                    }
+                    _ => {}
                 }
             }
             Stmt::Store { map, slot, keys, op, value, .. } => {
@@ -163,11 +184,13 @@ impl Interp {
                 self.printed.push_str(&text);
             }
             Stmt::Clear { map, slot, .. } => match self.map_mut(map, slot) {
+                Some(Map::Stats { values, .. }) => values.clear(),
                 Some(Map::Agg { agg, .. }) => agg.clear(),
                 Some(Map::Plain { values, .. }) => values.clear(),
                 Some(Map::Kernel { .. }) | None => {}
             },
             Stmt::Zero { map, slot, .. } => match self.map_mut(map, slot) {
+                Some(Map::Stats { values, .. }) => values.values_mut().for_each(|v| *v = (0, 0)),
                 Some(Map::Agg { agg, .. }) => agg.clear(),
                 Some(Map::Plain { values, .. }) => values.values_mut().for_each(|v| *v = Value::Int(0)),
                 Some(Map::Kernel { .. }) | None => {}
@@ -179,6 +202,9 @@ impl Interp {
                         agg.remove(&key);
                     }
                     Some(Map::Plain { values, .. }) => {
+                        values.remove(&key);
+                    }
+                    Some(Map::Stats { values, .. }) => {
                         values.remove(&key);
                     }
                     Some(Map::Kernel { .. }) | None => {}
@@ -232,6 +258,10 @@ impl Interp {
                 match self.map_mut(map, slot).map(|m| &*m) {
                     Some(Map::Agg { agg, .. }) => Value::Int(agg.value(&key).unwrap_or(0)),
                     Some(Map::Plain { values, .. }) => values.get(&key).cloned().unwrap_or(Value::Int(0)),
+                    // bpftrace reads a stats map as its average.
+                    Some(Map::Stats { values, .. }) => {
+                        Value::Int(values.get(&key).map_or(0, |(n, t)| t.checked_div(*n).unwrap_or(0)))
+                    }
                     Some(Map::Kernel { .. }) | None => Value::Int(0),
                 }
             }
@@ -290,6 +320,7 @@ impl Interp {
                     }
                 }
                 Map::Plain { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name)),
+                Map::Stats { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name)),
                 _ => {}
             }
         }
@@ -316,6 +347,23 @@ impl Interp {
                 out.push('\n');
             }
             Map::Kernel { .. } => {}
+            Map::Stats { values, keyed } => {
+                // By average, then key, as bpftrace prints them.
+                let mut rows: Vec<(&MapKey, i64, i64, i64)> =
+                    values.iter().map(|(k, (n, t))| (k, *n, t.checked_div(*n).unwrap_or(0), *t)).collect();
+                rows.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| a.0.cmp(b.0)));
+                for (k, n, avg, total) in rows {
+                    let name = match keyed {
+                        true => {
+                            let parts: Vec<String> = k.parts().iter().map(Value::show).collect();
+                            format!("@{name}[{}]", parts.join(", "))
+                        }
+                        false => format!("@{name}"),
+                    };
+                    out.push_str(&format!("{name}: count {n}, average {avg}, total {total}\n"));
+                }
+                out.push('\n');
+            }
             Map::Agg { agg, keys } => {
                 let keyed = *keys > 0;
                 let mut rows: Vec<(&MapKey, i64)> = agg.iter().map(|(k, v)| (k, scalar(&v))).collect();
@@ -349,7 +397,7 @@ pub fn new_agg(fold: &Fold) -> Agg<MapKey> {
     match fold {
         Fold::Count => Agg::count(),
         Fold::Sum => Agg::sum(),
-        Fold::Avg => Agg::avg(),
+        Fold::Avg | Fold::Stats => Agg::avg(),
         Fold::Min => Agg::min(),
         Fold::Max => Agg::max(),
         Fold::Hist => Agg::quantize(),

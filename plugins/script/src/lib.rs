@@ -299,6 +299,14 @@ fn subscription(probe: &str) -> Result<(String, Subscription), String> {
 fn declare(body: &[Stmt], maps: &mut Vec<(String, Map)>) -> Result<(), SyntaxError> {
     for s in body {
         match s {
+            Stmt::Aggregate { map, keys, fold: parse::Fold::Stats, at, .. } => {
+                let keyed = !keys.is_empty();
+                match maps.iter().find(|(n, _)| n == map) {
+                    None => maps.push((map.clone(), Map::Stats { values: HashMap::new(), keyed })),
+                    Some((_, Map::Stats { keyed: k, .. })) if *k == keyed => {}
+                    Some(_) => return Err(SyntaxError { at: *at, msg: format!("@{map} is used as two kinds of map") }),
+                }
+            }
             Stmt::Aggregate { map, keys, fold, at, .. } => {
                 let keyed = !keys.is_empty();
                 match maps.iter().find(|(n, _)| n == map) {

@@ -141,7 +141,7 @@ pub fn block(
             Fold::Lhist(min, max, step) => {
                 (KernelAggregation::linear_histogram(&name, probe, value, *min, *max, *step), AggKind::Lquantize)
             }
-            Fold::Avg => return Err("avg() is computed in the sandbox".into()),
+            Fold::Avg | Fold::Stats => return Err(format!("{}() is computed in the sandbox", fold_name(fold))),
         };
         for s in sources {
             agg = agg.by(s);
@@ -250,7 +250,7 @@ fn latency_end(
                         KernelAggregation::linear_histogram(&name, probe, AggSource::Latency, *min, *max, *step),
                         AggKind::Lquantize,
                     ),
-                    Fold::Count | Fold::Avg => return None,
+                    Fold::Count | Fold::Avg | Fold::Stats => return None,
                 };
                 for k in keys {
                     agg = agg.by(source(k).ok()?);
@@ -379,5 +379,18 @@ fn flip(op: Op) -> Op {
         Op::Gt => Op::Lt,
         Op::Ge => Op::Le,
         other => other,
+    }
+}
+
+fn fold_name(f: &Fold) -> &'static str {
+    match f {
+        Fold::Count => "count",
+        Fold::Sum => "sum",
+        Fold::Avg => "avg",
+        Fold::Stats => "stats",
+        Fold::Min => "min",
+        Fold::Max => "max",
+        Fold::Hist => "hist",
+        Fold::Lhist(..) => "lhist",
     }
 }

@@ -227,3 +227,21 @@ fn exit_ends_the_action_and_only_end_blocks_run_after_it() {
     assert_eq!(out.text(), "end\n");
     assert!(s.interp.reports().0.is_empty());
 }
+
+#[test]
+fn stats_print_count_average_and_total_as_bpftrace_does() {
+    // bpftrace 0.17: @k[a]: count 1, average 5, total 5 / @k[b]: count 2, average 50,
+    // total 101 / @k[c]: count 1, average 50, total 50 (by average, then key).
+    let mut s = script("t:a:b /pid > 0/ { @k[comm] = stats(pid); @s = stats(pid); }");
+    offer(&mut s, &[event(5, b"a", 0), event(1, b"b", 0), event(100, b"b", 0), event(50, b"c", 0)]);
+    let (aggs, text) = s.interp.reports();
+    assert!(aggs.is_empty());
+    assert_eq!(
+        text,
+        "@k[a]: count 1, average 5, total 5\n@k[b]: count 2, average 50, total 101\n\
+         @k[c]: count 1, average 50, total 50\n\n@s: count 4, average 39, total 156\n\n"
+    );
+    // Not computed in the kernel.
+    let (_, plan) = Script::new("t:a:b { @s = stats(args.x); }", Vec::new()).unwrap();
+    assert!(plan.aggregations.is_empty() && plan.subscriptions.len() == 1);
+}
