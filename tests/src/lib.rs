@@ -102,3 +102,13 @@ pub fn u(v: &serde_json::Value) -> u64 {
 pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}"))).collect()
 }
+
+/// The run's accounting record of `-o json` output.
+pub fn accounting(lines: &[serde_json::Value]) -> &serde_json::Value {
+    &lines.iter().find(|v| v["type"] == "accounting").expect("an accounting record")["data"]
+}
+
+/// Plugin `name`'s entry in an accounting record.
+pub fn plugin<'a>(acct: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
+}

@@ -5,15 +5,6 @@
 use serde_json::Value as Json;
 use wasmtap_tests::*;
 
-/// The run's accounting record of `-o json` output.
-fn accounting(lines: &[Json]) -> &Json {
-    &lines.iter().find(|v| v["type"] == "accounting").expect("an accounting record")["data"]
-}
-
-fn plugin<'a>(acct: &'a Json, name: &str) -> &'a Json {
-    acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
-}
-
 /// The `@syscall` count of getppid that syscount printed.
 fn getppid_count(lines: &[Json]) -> u64 {
     let map = lines.iter().find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some()).expect("@syscall map");

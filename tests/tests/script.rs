@@ -122,14 +122,6 @@ fn script_beside_syscount(program: &str, args: &[&str]) -> (Vec<serde_json::Valu
     (json_lines(&stdout(&o)), stderr(&o), o.status.code())
 }
 
-fn accounting(lines: &[serde_json::Value]) -> &serde_json::Value {
-    &lines.iter().find(|v| v["type"] == "accounting").expect("an accounting record")["data"]
-}
-
-fn plugin<'a>(acct: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
-}
-
 /// syscount counted every getppid and lost nothing, whatever its neighbour did.
 fn assert_syscount_exact(lines: &[serde_json::Value], err: &str) {
     let map = lines.iter().find(|v| v["type"] == "map" && v["data"].get("@syscall").is_some()).expect("@syscall map");

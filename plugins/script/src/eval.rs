@@ -327,59 +327,36 @@ impl Interp {
         (aggs, text)
     }
 
-    /// A map of plain values as bpftrace prints it: `@name[key]: value`, by value.
+    /// A map as bpftrace prints it: `@name[key]: value`, by value (stats by average), then key.
     fn map_text(&self, name: &str) -> String {
-        let mut out = String::new();
-        let Some((_, map)) = self.maps.iter().find(|(n, _)| n == name) else { return out };
-        match map {
-            Map::Plain { values, keyed } => {
-                let mut rows: Vec<(&MapKey, &Value)> = values.iter().collect();
-                rows.sort_by(|a, b| a.1.cmp(b.1).then_with(|| a.0.cmp(b.0)));
-                for (k, v) in rows {
-                    match keyed {
-                        true => {
-                            let parts: Vec<String> = k.parts().iter().map(Value::show).collect();
-                            out.push_str(&format!("@{name}[{}]: {}\n", parts.join(", "), v.show()));
-                        }
-                        false => out.push_str(&format!("@{name}: {}\n", v.show())),
-                    }
-                }
-                out.push('\n');
-            }
-            Map::Kernel { .. } => {}
+        let Some((_, map)) = self.maps.iter().find(|(n, _)| n == name) else { return String::new() };
+        // (key, what sorts it, what is printed after the colon)
+        let (keyed, mut rows): (bool, Vec<(&MapKey, Value, String)>) = match map {
+            Map::Plain { values, keyed } => (*keyed, values.iter().map(|(k, v)| (k, v.clone(), v.show())).collect()),
             Map::Stats { values, keyed } => {
-                // By average, then key, as bpftrace prints them.
-                let mut rows: Vec<(&MapKey, i64, i64, i64)> =
-                    values.iter().map(|(k, (n, t))| (k, *n, t.checked_div(*n).unwrap_or(0), *t)).collect();
-                rows.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| a.0.cmp(b.0)));
-                for (k, n, avg, total) in rows {
-                    let name = match keyed {
-                        true => {
-                            let parts: Vec<String> = k.parts().iter().map(Value::show).collect();
-                            format!("@{name}[{}]", parts.join(", "))
-                        }
-                        false => format!("@{name}"),
-                    };
-                    out.push_str(&format!("{name}: count {n}, average {avg}, total {total}\n"));
-                }
-                out.push('\n');
+                let rows = values.iter().map(|(k, (n, t))| {
+                    let avg = t.checked_div(*n).unwrap_or(0);
+                    (k, Value::Int(avg), format!("count {n}, average {avg}, total {t}"))
+                });
+                (*keyed, rows.collect())
             }
             Map::Agg { agg, keys } => {
-                let keyed = *keys > 0;
-                let mut rows: Vec<(&MapKey, i64)> = agg.iter().map(|(k, v)| (k, scalar(&v))).collect();
-                rows.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
-                for (k, v) in rows {
-                    match keyed {
-                        true => {
-                            let parts: Vec<String> = k.parts().iter().map(Value::show).collect();
-                            out.push_str(&format!("@{name}[{}]: {v}\n", parts.join(", ")));
-                        }
-                        false => out.push_str(&format!("@{name}: {v}\n")),
-                    }
+                (*keys > 0, agg.iter().map(|(k, v)| (k, Value::Int(scalar(&v)), scalar(&v).to_string())).collect())
+            }
+            Map::Kernel { .. } => return String::new(),
+        };
+        rows.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        let mut out = String::new();
+        for (k, _, shown) in rows {
+            match keyed {
+                true => {
+                    let parts: Vec<String> = k.parts().iter().map(Value::show).collect();
+                    out.push_str(&format!("@{name}[{}]: {shown}\n", parts.join(", ")));
                 }
-                out.push('\n');
+                false => out.push_str(&format!("@{name}: {shown}\n")),
             }
         }
+        out.push('\n');
         out
     }
 }
