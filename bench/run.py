@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """wasmtap against bpftrace: overhead, streaming, start-up and memory, in one command.
 
-    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro,daemon,oneliners] [--workloads W1,W5]
+    sudo bench/run.py [--rounds 5] [--quick] [--only overhead,streaming,startup,micro,daemon,oneliners,fleet] [--workloads W1,W5]
 
 Needs `./x build` first and bpftrace (Debian's, `apt-get install bpftrace`). Every measure
 runs the same workload with no tracer, under bpftrace and under wasmtap, alternating
@@ -605,6 +605,127 @@ def daemon(rounds, quick):
         host.close()
 
 
+class Scraper:
+    """GETs a /metrics endpoint every second on a thread, as Prometheus would."""
+
+    def __init__(self, port):
+        import threading
+        self.port, self.scrapes, self.bytes, self.failed, self.slowest = port, 0, 0, 0, 0.0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        import urllib.request
+        while not self.done.wait(1.0):
+            t = time.monotonic()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+                    self.bytes += len(r.read())
+                self.scrapes += 1
+                self.slowest = max(self.slowest, time.monotonic() - t)
+            except OSError:
+                self.failed += 1
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fleet(rounds, quick, soak_seconds):
+    """W1 count by comm with and without --serve scraped every second; optionally a soak."""
+    wname, binary, full, per_op = WORKLOADS[0]
+    arg = max(1, full // 10) if quick else full
+    comm = binary[:15]
+    ns = {"none": [], "bpftrace": [], "plain": [], "serve": []}
+    counts = {"plain": [], "serve": [], "bpftrace": []}
+    scrapes = []
+    base_args = ["syscount", "--param", "by=process", "--param", "top=0"]
+    for r in range(rounds):
+        ops, x = run_workload(binary, arg)
+        ns["none"].append(x)
+        t = bt(BT_COUNT, f"fleet-bt-{r}")
+        _, x = run_workload(binary, arg)
+        t.stop()
+        ns["bpftrace"].append(x)
+        counts["bpftrace"].append(count_of(t.text(), rf"@\[{comm}\]: (\d+)"))
+        for who in ("plain", "serve"):
+            port = free_port()
+            extra = ["--serve", f"127.0.0.1:{port}"] if who == "serve" else []
+            t = wasmtap(base_args + extra, f"fleet-{who}-{r}")
+            scraper = Scraper(port) if who == "serve" else None
+            _, x = run_workload(binary, arg)
+            if scraper:
+                scraper.stop()
+                scrapes.append((scraper.scrapes, scraper.failed, scraper.slowest, scraper.bytes))
+            t.stop()
+            ns[who].append(x)
+            counts[who].append(count_of(t.text(), rf"@process\[{comm}\]: (\d+)"))
+    base = med(ns["none"])
+    print("\n## Fleet export: `--serve` scraped every second\n")
+    print(f"W1 ({arg:,} getppid calls on CPU 1), `syscount --param by=process --param top=0` with and without "
+          "`--serve`, a scraper GETting /metrics every second for the whole workload; bpftrace's "
+          "`@[comm] = count()` for reference. Medians of the rounds, ranges in brackets.\n")
+    print("| what | added ns/op | count − known |")
+    print("|---|---|---|")
+    expect = per_op * arg
+    for who, label in (("bpftrace", "bpftrace `@[comm] = count()`"), ("plain", "wasmtap syscount"),
+                       ("serve", "wasmtap syscount `--serve`, scraped every 1 s")):
+        added = [x - base for x in ns[who]]
+        check = ", ".join(f"{c - expect:+d}" if c is not None else "missing" for c in counts[who])
+        print(f"| {label} | {med(added):+.1f} ({rng(added)}) | {check} |")
+    d = med(ns["serve"]) - med(ns["plain"])
+    print(f"\n`--serve` minus without: {d:+.1f} ns/op. Scrapes per round (answered, failed, slowest s, bytes): "
+          + "; ".join(f"{a}, {f}, {s:.3f}, {b}" for a, f, s, b in scrapes) + ".")
+    if soak_seconds:
+        soak(soak_seconds)
+
+
+def soak(seconds):
+    """syscount, runqlat and profile served and scraped every second for `seconds`, with a
+    paced getppid storm and a fork/exec burst every 10 s; RSS sampled every 10 s."""
+    port = free_port()
+    t = wasmtap(["syscount", "runqlat", "profile", "--param", "syscount.by=syscall,process,syscall-process",
+                 "--serve", f"127.0.0.1:{port}"], "fleet-soak")
+    scraper = Scraper(port)
+    started = time.monotonic()
+    samples = []
+    storm = subprocess.Popen(["taskset", "-c", "1", os.path.join(BIN, "paced"), "50000", str(seconds)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while time.monotonic() - started < seconds:
+        subprocess.run(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done"], check=False)
+        try:
+            for line in open(f"/proc/{t.p.pid}/status"):
+                if line.startswith("VmRSS:"):
+                    samples.append((time.monotonic() - started, int(line.split()[1])))
+        except OSError:
+            break
+        time.sleep(10)
+    storm.kill()
+    scraper.stop()
+    t.stop()
+    first = [k for s, k in samples if s < 120]
+    last = [k for s, k in samples if s > seconds - 120]
+    later = [(s, k) for s, k in samples if s >= 120]
+    slope = 0.0
+    if len(later) > 2:
+        mx = statistics.mean(s for s, _ in later)
+        my = statistics.mean(k for _, k in later)
+        slope = sum((s - mx) * (k - my) for s, k in later) / sum((s - mx) ** 2 for s, _ in later) * 3600
+    print(f"\nSoak: {seconds / 3600:.2f} h of syscount (three maps), runqlat and profile served and scraped every "
+          f"second ({scraper.scrapes} scrapes, {scraper.failed} failed, slowest {scraper.slowest:.3f} s), with a "
+          f"paced getppid storm (50,000/s) and ten exec every 10 s. RSS: first two minutes {min(first)}-{max(first)} KiB, "
+          f"last two minutes {min(last)}-{max(last)} KiB, peak {max(k for _, k in samples)} KiB; "
+          f"least-squares growth after the first two minutes {slope:+.0f} KiB/hour.")
+
+
 def micro():
     print("\n## Micro-benchmarks (host/benches/micro.rs)\n")
     p = subprocess.run(["cargo", "bench", "--quiet", "-p", "wasmtap", "--bench", "micro"], cwd=ROOT, capture_output=True, text=True)
@@ -619,6 +740,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a tenth of each workload, 1 round where unset")
     ap.add_argument("--only", default="overhead,streaming,startup,micro")
+    ap.add_argument("--soak-seconds", type=int, default=0, help="with --only fleet: also a soak this long")
     ap.add_argument("--workloads", default=",".join(w[0] for w in WORKLOADS),
                     help="the overhead section's workloads, e.g. W1,W5")
     a = ap.parse_args()
@@ -643,6 +765,8 @@ def main():
         daemon(a.rounds, a.quick)
     if "oneliners" in only:
         oneliners(a.quick)
+    if "fleet" in only:
+        fleet(a.rounds, a.quick, a.soak_seconds)
 
 
 if __name__ == "__main__":

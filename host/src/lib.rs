@@ -13,7 +13,7 @@
 //! | 7 | [`service`] | the shared host: the daemon, its wire protocol, a tenant's rule, the client |
 //! | 6 | [`pipeline`] | the run loop: chunks from an event source to the plugins, ticks, the end |
 //! | 5 | [`plugin`] | each plugin's lifecycle: plan, subscriptions, dispatch in batches, budgets, faults, restarts |
-//! | 4 | [`kernel_agg`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings |
+//! | 4 | [`kernel_agg`], [`export`] | kernel aggregations: compiled from plugins' requests, evaluated from maps or recordings; fleet export: running totals of the plugins' reports, served to Prometheus and pushed over OTLP |
 //! | 3 | [`collect`], [`sandbox`], [`output`], [`drops`] | events from the collectors (the only BPF) or a recording; wasmtime (the only engine setup); printing (fed plain data); live loss reports |
 //! | 2 | [`accounting`], [`package`] | where every event went, what the run cost; plugin packages: manifests, signatures, the trust policy |
 //! | 1 | [`wit`], [`clock`], [`limits`], [`private`], [`privilege`], [`symbolize`], [`watchdog`], [`policy`] | the contract's types, the plugin's clock, limits and fault kinds, private files, capabilities, symbols, the run's watchdog, the shared host's policy |
@@ -28,6 +28,7 @@ pub mod cli;
 pub mod clock;
 pub mod collect;
 pub mod drops;
+pub mod export;
 pub mod kernel_agg;
 pub mod limits;
 pub mod output;

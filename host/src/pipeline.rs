@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub symbols: Option<symbols::Live>,
     /// The overload guard, which stops the run when the collectors cost too much.
     pub overload: Option<overload::Guard>,
+    /// The metrics export, given the run's accounting this often.
+    pub export: Option<(Arc<crate::export::Sink>, Duration)>,
 }
 
 /// Run plugins over `source` until it ends, or until Ctrl-C, the duration, the `-c`
@@ -45,6 +47,7 @@ pub fn run(
     // Only records that carry user addresses need their processes' maps seen.
     let observer = opts.symbols.clone().filter(|_| plugins.table.has_user_addresses());
     let mut reporter = drops::Reporter::new(drops::REPORT_PERIOD);
+    let mut exported = Instant::now();
     let clock = source.clock();
     plugins.begin(clock.mono_ns(), out, &clock);
     plugins.tick(clock.mono_ns(), out, &clock);
@@ -74,6 +77,15 @@ pub fn run(
         if reporter.due() {
             if let Some(kernel) = source.counters_now() {
                 report_drops(&mut reporter, &kernel, plugins, out);
+            }
+        }
+        if let Some((sink, every)) = &opts.export {
+            if exported.elapsed() >= *every {
+                exported = Instant::now();
+                if let Some(mut kernel) = source.counters_now() {
+                    add_host_agg_lost(&mut kernel, plugins);
+                    sink.account(&plugins.stats(&kernel));
+                }
             }
         }
         // Rows reach the reader as they happen (one write per chunk at most), not at exit.
@@ -113,6 +125,9 @@ pub fn run(
     let SourceEnd { mut kernel, ring_bytes, queue_peak_bytes } = source.finish()?;
     add_host_agg_lost(&mut kernel, plugins);
     let stats = plugins.stats(&kernel);
+    if let Some((sink, _)) = &opts.export {
+        sink.account(&stats);
+    }
     let collectors = opts.overload.take().map(overload::Guard::finish);
     let host = HostUsage {
         ring_bytes,

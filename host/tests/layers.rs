@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("output", 3),
     ("drops", 3),
     ("kernel_agg", 4),
+    ("export", 4),
     ("plugin", 5),
     ("pipeline", 6),
     ("service", 7),

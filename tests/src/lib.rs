@@ -3,8 +3,9 @@
 //! in CI instead of skipping.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// The cargo target directory (tests run from target/release/deps).
 pub fn target_dir() -> PathBuf {
@@ -111,4 +112,55 @@ pub fn accounting(lines: &[serde_json::Value]) -> &serde_json::Value {
 /// Plugin `name`'s entry in an accounting record.
 pub fn plugin<'a>(acct: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// A `wasmtap` (or a daemon's client) started in the background, its output in files in
+/// `dir`, ready once attached.
+pub struct Session {
+    pub child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Session {
+    pub fn start(mut cmd: Command, dir: &Path, name: &str) -> Session {
+        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
+        let child = cmd
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("start a client");
+        let s = Session { child, out, err };
+        let started = Instant::now();
+        // "Attached …" on stderr; with `-o json`, an `attached_probes` line on stdout.
+        let attached = |s: &Session| {
+            s.stderr().contains("Attached")
+                || std::fs::read_to_string(&s.out).unwrap_or_default().contains("\"attached_probes\"")
+        };
+        while !attached(&s) {
+            assert!(started.elapsed() < Duration::from_secs(30), "{name} did not attach: {}", s.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    pub fn finish(mut self) -> (i32, String, String) {
+        let status = self.child.wait().unwrap();
+        (status.code().unwrap_or(-1), std::fs::read_to_string(&self.out).unwrap(), self.stderr())
+    }
+}
+
+impl Drop for Session {
+    /// A test that fails midway leaves no tracer running behind it (it would slow, and
+    /// be seen by, every later test).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

@@ -215,45 +215,6 @@ fn policy(users: &Users, names: &[usize]) -> String {
     )
 }
 
-/// A client started in the background, its output in files, ready once attached.
-struct Session {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Session {
-    fn start(mut cmd: Command, dir: &Path, name: &str) -> Session {
-        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
-        let child = cmd
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("start a client");
-        let s = Session { child, out, err };
-        let started = Instant::now();
-        // "Attached …" on stderr; with `-o json`, an `attached_probes` line on stdout.
-        let attached = |s: &Session| {
-            s.stderr().contains("Attached")
-                || std::fs::read_to_string(&s.out).unwrap_or_default().contains("\"attached_probes\"")
-        };
-        while !attached(&s) {
-            assert!(started.elapsed() < Duration::from_secs(30), "{name} did not attach: {}", s.stderr());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        s
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
-
-    fn finish(mut self) -> (i32, String, String) {
-        let status = self.child.wait().unwrap();
-        (status.code().unwrap_or(-1), std::fs::read_to_string(&self.out).unwrap(), self.stderr())
-    }
-}
-
 #[test]
 fn two_tenants_each_see_exactly_their_own_processes_and_root_sees_both() {
     if !require_root() {

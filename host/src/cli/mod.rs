@@ -159,6 +159,24 @@ impl OutputArgs {
     }
 }
 
+/// Live metrics for Prometheus and OpenTelemetry (`run`; docs/fleet.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ExportArgs {
+    /// Serve every plugin's aggregations and the run's accounting as Prometheus metrics
+    /// at http://ADDR/metrics (127.0.0.1:9464, or :9464 for every address); the run
+    /// goes on until Ctrl-C or SIGTERM unless -d or -c ends it.
+    #[arg(long, value_name = "ADDR")]
+    serve: Option<String>,
+    /// Push the same metrics over OTLP/HTTP (protobuf) to URL at every export interval
+    /// (http://collector:4318; /v1/metrics is added when the URL has no path).
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
+    /// How often plugins report to the metrics (each plugin's `interval`, unless given
+    /// with --param) and OTLP pushes.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    export_interval: Duration,
+}
+
 #[derive(Args, Debug)]
 #[command(disable_help_flag = true)]
 pub struct RunArgs {
@@ -169,6 +187,8 @@ pub struct RunArgs {
     trace: TraceArgs,
     #[command(flatten)]
     output: OutputArgs,
+    #[command(flatten)]
+    export: ExportArgs,
     #[command(flatten)]
     common: PluginArgs,
 }

@@ -20,7 +20,8 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         Some(f) => Some(Reader::open(f)?),
         None => None,
     };
-    let Some(mut plugins) = super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay", false, &|l| l)?
+    let Some(mut plugins) =
+        super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay", false, &|l| l, None)?
     else {
         return Ok(Outcome::Clean);
     };

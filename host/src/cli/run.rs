@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 
-use super::{Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
+use super::{ExportArgs, Outcome, OutputArgs, PluginArgs, RecordArgs, RunArgs, TraceArgs};
 use crate::accounting::RunBounds;
 use crate::clock::Clock;
 use crate::collect::live::{EventQuota, KernelFilter, Live, LiveConfig};
@@ -27,7 +27,7 @@ use crate::sys::GatedChild;
 use crate::watchdog::{self, Doing, Watchdog};
 
 pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
-    trace("run", &args.plugins, &args.trace, &args.common, &args.output, None)
+    trace("run", &args.plugins, &args.trace, &args.common, &args.output, None, &args.export)
 }
 
 pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
@@ -44,7 +44,7 @@ pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
         (None, None) if args.common.help => None,
         (None, None) => bail!("wasmtap record: name the recording to write with -o FILE"),
     };
-    trace("record", &args.plugins, &args.trace, &args.common, &text, to)
+    trace("record", &args.plugins, &args.trace, &args.common, &text, to, &ExportArgs::default())
 }
 
 /// Where `record` writes: a file it creates, or one the daemon's client created and sent.
@@ -60,6 +60,7 @@ fn trace(
     common: &PluginArgs,
     output: &OutputArgs,
     record_to: Option<RecordTo<'_>>,
+    export: &ExportArgs,
 ) -> anyhow::Result<Outcome> {
     // A tenant's run joins its session's cgroup while it has one thread.
     crate::service::cgroup::join(&trace.cgroup)?;
@@ -77,6 +78,14 @@ fn trace(
         max_kernel_cpu = Some(max_kernel_cpu.map_or(TENANT_KERNEL_CPU, |v| v.min(TENANT_KERNEL_CPU)));
     }
     let stall_timeout = super::limits::parse_watchdog(&common.watchdog)?;
+    let exporting = export.serve.is_some() || export.otlp.is_some();
+    if exporting && tenant.is_some() {
+        bail!(
+            "--serve and --otlp are not for runs through the daemon: a tenant's run opens no \
+             network socket (run as root, or ask the administrator for the daemon's metrics)"
+        );
+    }
+    let auto_interval = exporting.then_some(export.export_interval);
     // The kernel's BTF takes longest to start: parse it while the plugins load.
     crate::collect::live::prefetch_loader();
     // Files first: a bad path stops the run before anything is traced, and once attached
@@ -116,8 +125,14 @@ fn trace(
         path.map_or_else(|| arg.clone(), str::to_string)
     };
     let plugin_args: Vec<String> = plugin_args.iter().map(sent).collect();
-    let Some(mut plugins) = start_plugins(&sandbox, &plugin_args, common, verb, true, &cap)? else {
+    let Some(mut plugins) = start_plugins(&sandbox, &plugin_args, common, verb, true, &cap, auto_interval)? else {
         return Ok(Outcome::Clean);
+    };
+    // Listening now: a busy or bad address stops the run before anything is traced, and
+    // the export thread starts before the run confines itself.
+    let exporter = match exporting {
+        true => Some(start_export(&mut plugins, common, export, &mut out)?),
+        false => None,
     };
     let user = privilege::command_user(trace.run_as.as_deref())?;
     let mut child = spawn_command(trace, user.as_ref())?;
@@ -207,8 +222,10 @@ fn trace(
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     let symbols = crate::plugin::symbols::Live::start().context("cannot start the symbolizer thread")?;
-    if tenant.as_ref().is_some_and(|t| t.kernel_addresses) && plugins.table.has_kernel_stacks() {
-        // Once it is the user, the run sees kernel addresses as 0: read them now.
+    // Once it is the user, the run sees kernel addresses as 0: read them now. An exported
+    // run's plugins symbolize at their first interval, within a call's deadline: the
+    // kernel's symbols are read before that, too.
+    if (exporting || tenant.as_ref().is_some_and(|t| t.kernel_addresses)) && plugins.table.has_kernel_stacks() {
         symbols.warm_kernel();
     }
     sandbox.set_symbols(Box::new(symbols.clone()));
@@ -240,8 +257,14 @@ fn trace(
         tell_attached();
     }
     created.keep();
-    let opts =
-        RunOptions { stop, duration: trace.duration, child: child.take(), symbols: Some(symbols.clone()), overload };
+    let opts = RunOptions {
+        stop,
+        duration: trace.duration,
+        child: child.take(),
+        symbols: Some(symbols.clone()),
+        overload,
+        export: exporter.as_ref().map(|e| (e.sink.clone(), export.export_interval)),
+    };
     let mut live = LiveSource::new(live, rx);
     let mut tee;
     let source: &mut dyn EventSource = match writer {
@@ -252,6 +275,9 @@ fn trace(
         None => &mut live,
     };
     let mut accounting = pipeline::run(&mut plugins, source, opts, &mut out)?;
+    if let Some(said) = exporter.and_then(crate::export::serve::Exporter::finish) {
+        out.diag(&said);
+    }
     accounting.bounds = RunBounds { events_per_sec: quota.map(|q| q.per_sec), cgroup: cgroup_bounds };
     watchdog::beat(Doing::Reporting);
     out.accounting(&accounting, common.stats);
@@ -325,6 +351,7 @@ pub(super) fn start_plugins(
     verb: &str,
     live: bool,
     cap: &dyn Fn(crate::limits::Limits) -> crate::limits::Limits,
+    auto_interval: Option<std::time::Duration>,
 ) -> anyhow::Result<Option<PluginSet>> {
     if plugin_args.is_empty() && !common.help {
         bail!("wasmtap {verb}: name at least one plugin (vetted: {})", plugin::find::available().join(", "));
@@ -344,12 +371,68 @@ pub(super) fn start_plugins(
     limits.check_names(&names)?;
     let mut runners = Vec::new();
     for d in described {
-        let ps = params::bind(&d.info.name, &d.info.params, &common.params)?;
+        // Exporting: a plugin reports to the metrics at each export interval through its
+        // own `interval` parameter, unless the user set that.
+        let mut raw = common.params.clone();
+        if let Some(every) = auto_interval.filter(|_| takes_interval(&d.info) && !interval_given(common, &d.info.name))
+        {
+            raw.push(params::RawParam {
+                plugin: Some(d.info.name.clone()),
+                name: "interval".into(),
+                value: format!("{}ns", every.as_nanos()),
+            });
+        }
+        let ps = params::bind(&d.info.name, &d.info.params, &raw)?;
         let own = cap(limits.of(&d.info.name));
         let d = if limits.overrides(&d.info.name) { d.with_limits(&own)? } else { d };
         runners.push(Runner::start(d, &ps, own, live)?);
     }
     Ok(Some(PluginSet::new(runners)))
+}
+
+/// Whether a plugin takes an `interval` duration: its report timer.
+fn takes_interval(info: &crate::wit::types::PluginInfo) -> bool {
+    info.params.iter().any(|p| p.name == "interval" && p.kind == crate::wit::types::ParamKind::Duration)
+}
+
+/// Whether the user gave `plugin` an `interval` with --param.
+fn interval_given(common: &PluginArgs, plugin: &str) -> bool {
+    common.params.iter().any(|p| p.name == "interval" && p.plugin.as_deref().is_none_or(|n| n == plugin))
+}
+
+/// The metrics export of a run: the plugins feed its sink, its thread listens and pushes.
+fn start_export(
+    plugins: &mut PluginSet,
+    common: &PluginArgs,
+    export: &ExportArgs,
+    out: &mut crate::output::Output,
+) -> anyhow::Result<crate::export::serve::Exporter> {
+    let names: Vec<String> = plugins.runners.iter().map(|r| r.info.name.clone()).collect();
+    let sink = Arc::new(crate::export::Sink::new(&names, crate::export::unix_ns()));
+    let print_ticks: Vec<bool> = plugins.runners.iter().map(|r| interval_given(common, &r.info.name)).collect();
+    plugins.export_to(&sink, &print_ticks);
+    for r in &plugins.runners {
+        if !takes_interval(&r.info) {
+            out.diag(&format!(
+                "{}: it has no `interval` parameter, so its aggregations reach the metrics when the run ends; \
+                 its accounting is live",
+                r.info.name
+            ));
+        }
+    }
+    let config = crate::export::serve::Config {
+        serve: export.serve.clone(),
+        otlp: export.otlp.clone(),
+        every: export.export_interval,
+    };
+    let exporter = crate::export::serve::Exporter::start(&config, sink)?;
+    if let Some(addr) = exporter.address() {
+        out.diag(&format!("serving metrics at http://{addr}/metrics"));
+    }
+    if let Some(url) = exporter.endpoint() {
+        out.diag(&format!("pushing metrics over OTLP to {url} every {:?}", export.export_interval));
+    }
+    Ok(exporter)
 }
 
 /// The plugins' parameters first (what `wasmtap run PLUGIN --help` is asked for), then

@@ -30,7 +30,7 @@ fn element(s: &str) -> String {
 }
 
 /// A stack (innermost frame first) folded: outermost first, `;`-separated.
-pub(super) fn stack(frames: &[Frame]) -> String {
+pub fn stack(frames: &[Frame]) -> String {
     frames.iter().rev().map(frame_name).collect::<Vec<_>>().join(";")
 }
 

@@ -30,6 +30,8 @@ use crate::wit::Cell;
 use json::{quote, Object};
 
 pub use flamegraph::flamegraph_svg;
+pub use folded::stack as folded_stack;
+pub use prometheus::{label_names, metric_name};
 
 /// The folded lines of one stack aggregation, kept for the flame graph.
 #[derive(Debug)]

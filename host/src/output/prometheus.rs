@@ -77,7 +77,7 @@ fn family(out: &mut String, used: &mut HashSet<String>, plugin: &str, agg: &Aggr
     let help = if agg.title.is_empty() { agg.name.as_str() } else { agg.title.as_str() };
     let _ = writeln!(out, "# HELP {name} {}", escape(help, false));
     let _ = writeln!(out, "# TYPE {name} {}", ty.name());
-    let labels = label_names(&agg.key_names);
+    let labels = label_names(&agg.key_names, &[]);
     let series = entries.iter().filter(|e| ty.fits(&e.value)).map(|e| (label_set(&labels, &e.key), &e.value));
     for (labels, value) in merged(agg.kind, series) {
         match &value {
@@ -115,7 +115,7 @@ fn family_name(used: &mut HashSet<String>, plugin: &str, name: &str, ty: Type) -
 }
 
 /// `[a-zA-Z_:][a-zA-Z0-9_:]*`: anything else becomes `_`.
-fn metric_name(s: &str) -> String {
+pub fn metric_name(s: &str) -> String {
     let mut name: String =
         s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == ':' { c } else { '_' }).collect();
     if name.starts_with(|c: char| c.is_ascii_digit()) {
@@ -126,9 +126,9 @@ fn metric_name(s: &str) -> String {
 
 /// Label names from key names: `[a-zA-Z_][a-zA-Z0-9_]*`, not `__`-prefixed (reserved),
 /// not `le` or `quantile` (histograms' and summaries' own, which promtool refuses on any
-/// other type), no two alike.
-fn label_names(key_names: &[String]) -> Vec<String> {
-    let mut used: HashSet<String> = ["le", "quantile"].map(str::to_string).into();
+/// other type) nor one of `reserved`, no two alike.
+pub fn label_names(key_names: &[String], reserved: &[&str]) -> Vec<String> {
+    let mut used: HashSet<String> = ["le", "quantile"].iter().chain(reserved).map(|s| s.to_string()).collect();
     let mut names = Vec::with_capacity(key_names.len());
     for key in key_names {
         let mut base: String =

@@ -21,7 +21,7 @@ mod subs;
 mod supervise;
 pub mod symbols;
 
-pub use runner::Runner;
+pub use runner::{Feed, Runner};
 pub use set::PluginSet;
 use subs::*;
 use supervise::*;

@@ -11,12 +11,21 @@ impl Runner {
         if aggs.is_empty() {
             return;
         }
-        if !last && self.budget.enforced && self.budget.output_bytes >= self.limits.output_bytes_per_sec {
-            self.stats.ticks_skipped += 1;
-            return;
-        }
         let work = HostWork::begin(out);
-        out.aggregations(&self.info.name, aggs);
+        // The metrics take every report: the plugin has cleared what it reported.
+        if let Some(feed) = &self.export {
+            feed.sink.add(feed.slot, aggs);
+        }
+        let print = last || self.export.as_ref().is_none_or(|f| f.print_ticks);
+        let over_budget = self.budget.enforced && self.budget.output_bytes >= self.limits.output_bytes_per_sec;
+        match &self.export {
+            _ if !print => {}
+            _ if !last && over_budget => self.stats.ticks_skipped += 1,
+            Some(feed) if last && !feed.print_ticks => {
+                out.aggregations(&self.info.name, &feed.sink.totals(feed.slot, aggs));
+            }
+            _ => out.aggregations(&self.info.name, aggs),
+        }
         let (cpu_ns, bytes) = work.end(out);
         self.host_cpu_ns += cpu_ns;
         self.budget.output_bytes += bytes;

@@ -51,6 +51,18 @@ pub struct Runner {
     pub(super) scope: crate::sandbox::SharedScope,
     /// Pids of the queued batch, not yet in `scope` (one lock per batch, not per record).
     pub(super) batch_pids: Vec<u32>,
+    /// Where its reports are exported, when the run exports metrics.
+    pub(super) export: Option<Feed>,
+}
+
+/// A plugin's place in the run's metrics export.
+pub struct Feed {
+    pub sink: std::sync::Arc<crate::export::Sink>,
+    pub slot: usize,
+    /// Whether its interval reports are printed too (the user asked for `interval=`),
+    /// or go to the metrics only (the export chose it), the end then printing the run's
+    /// totals.
+    pub print_ticks: bool,
 }
 
 impl Runner {
@@ -131,6 +143,7 @@ impl Runner {
             aggs_reader: None,
             scope,
             batch_pids: Vec::new(),
+            export: None,
         })
     }
 

@@ -30,6 +30,15 @@ impl PluginSet {
         }
     }
 
+    /// Export every plugin's reports into `sink` (slot = the plugin's place in the run);
+    /// `print_ticks[i]`: whether plugin i's interval reports are printed too.
+    pub fn export_to(&mut self, sink: &Arc<crate::export::Sink>, print_ticks: &[bool]) {
+        for (slot, r) in self.runners.iter_mut().enumerate() {
+            let print_ticks = print_ticks.get(slot).copied().unwrap_or(true);
+            r.export = Some(super::Feed { sink: sink.clone(), slot, print_ticks });
+        }
+    }
+
     /// Compute kernel aggregations here from streamed events instead of in the kernel,
     /// so that a recording holds what they need. Replays always do. Call before `plan_probes`.
     pub fn aggregate_in_host(&mut self, yes: bool) {

@@ -6,7 +6,7 @@
 //! (`--flamegraph FILE.svg`). See README.md.
 
 use wasmtap_sdk::{
-    export_plugin, AggOrder, Aggregation, Counts, Event, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
+    export_plugin, AggOrder, Aggregation, Counts, Event, Interval, Output, ParamKind, ParamSpec, Params, Plan, Plugin,
     PluginInfo, Stack, StackMode, Subscription,
 };
 
@@ -16,6 +16,7 @@ const HZ_MAX: i64 = 10_000;
 struct Profile {
     top: u32,
     stacks: Counts<Stack>,
+    interval: Interval,
 }
 
 impl Plugin for Profile {
@@ -33,6 +34,12 @@ impl Plugin for Profile {
                     "kernel,user",
                     "which stacks to sample: kernel, user, or kernel,user",
                 ),
+                ParamSpec::new(
+                    "interval",
+                    ParamKind::Duration,
+                    "0",
+                    "print and clear the counts this often (1s); 0: only at the end",
+                ),
             ],
         )
     }
@@ -46,14 +53,24 @@ impl Plugin for Profile {
         let [kernel, user] = params.choices("stacks", ["kernel", "user"])?;
         let pick = |on: bool, stack: StackMode| if on { stack } else { StackMode::empty() };
         let mode = pick(kernel, StackMode::KERNEL) | pick(user, StackMode::USER);
-        let plan = Plan::new(vec![Subscription::new(&format!("profile:hz:{hz}")).stacks(mode)]);
-        Ok((Profile { top, stacks: Counts::new() }, plan))
+        let mut subs = vec![Subscription::new(&format!("profile:hz:{hz}")).stacks(mode)];
+        let interval = Interval::optional(params, "interval", &mut subs)?;
+        Ok((Profile { top, stacks: Counts::new(), interval }, Plan::new(subs)))
     }
 
     fn on_event(&mut self, ev: &Event<'_>, _out: &mut Output) {
         if let Some(stack) = ev.stack() {
             self.stacks.add(stack, 1);
         }
+    }
+
+    fn on_tick(&mut self, sub: u32, _now_ns: u64, out: &mut Output) -> Vec<Aggregation> {
+        if !self.interval.fired(sub) {
+            return Vec::new();
+        }
+        let report = self.finish(out);
+        self.stacks.clear();
+        report
     }
 
     fn finish(&mut self, _out: &mut Output) -> Vec<Aggregation> {
@@ -70,7 +87,7 @@ mod tests {
     #[test]
     fn parameters_are_checked() {
         let start = |hz: &str, stacks: &str| {
-            Profile::start(&Params::from_pairs(&[("hz", hz), ("top", "0"), ("stacks", stacks)]))
+            Profile::start(&Params::from_pairs(&[("hz", hz), ("top", "0"), ("stacks", stacks), ("interval", "0")]))
         };
         let (_, plan) = start("99", "user").unwrap();
         assert_eq!(plan.subscriptions[0].probe, "profile:hz:99");
@@ -79,5 +96,16 @@ mod tests {
         assert_eq!(start("99", "kernel,user").unwrap().1.subscriptions[0].stacks, StackMode::KERNEL | StackMode::USER);
         assert_eq!(start("99", "users").err().unwrap(), "stacks: `users` is not kernel or user");
         assert_eq!(start("99", "").err().unwrap(), "stacks: name kernel, user or both");
+    }
+
+    #[test]
+    fn each_interval_reports_and_clears_the_stacks() {
+        let params = [("hz", "99"), ("top", "0"), ("stacks", "user"), ("interval", "1000000000")];
+        let (mut p, plan) = Profile::start(&Params::from_pairs(&params)).unwrap();
+        assert_eq!(plan.subscriptions[1].probe, "interval:ms:1000");
+        let mut out = Output::default();
+        assert!(p.on_tick(0, 0, &mut out).is_empty(), "the sampling subscription is no timer");
+        let report = p.on_tick(1, 0, &mut out);
+        assert_eq!((report.len(), report[0].name.as_str()), (1, "samples"));
     }
 }

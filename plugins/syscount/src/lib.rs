@@ -15,7 +15,7 @@ const EXIT: &str = "tracepoint:raw_syscalls:sys_exit";
 struct Syscount {
     top: u32,
     /// The kernel's counts by syscall and by process, as declared (`mode=kernel`).
-    kernel: (Option<AggId>, Option<AggId>),
+    kernel: (Option<AggId>, Option<AggId>, Option<AggId>),
     /// The kernel count of failures by syscall and return value (`errors`).
     errors: Option<AggId>,
     /// The kernel latency histogram by syscall (`latency`).
@@ -50,7 +50,7 @@ impl Plugin for Syscount {
                     "by",
                     ParamKind::Text,
                     "syscall,process",
-                    "count by syscall, by process, or both (syscall,process)",
+                    "count by syscall, by process, or both (syscall,process); syscall-process: by the pair (@syscall_process[getppid, bash])",
                 ),
                 ParamSpec::new(
                     "mode",
@@ -77,7 +77,10 @@ impl Plugin for Syscount {
     fn start(params: &Params) -> Result<(Self, Plan), String> {
         let top = u32::try_from(params.int("top")).map_err(|_| format!("top: must be between 0 and {}", u32::MAX))?;
         let stream = params.choice("mode", &[("kernel", false), ("stream", true)])?;
-        let [by_syscall, by_process] = params.choices("by", ["syscall", "process"])?;
+        let [by_syscall, by_process, by_pair] = params.choices("by", ["syscall", "process", "syscall-process"])?;
+        if by_pair && stream {
+            return Err("by: syscall-process is counted in the kernel (mode=kernel)".into());
+        }
         let filter = Filter { syscalls: params.syscalls("syscall")?, ..Filter::default() };
         let mut subscriptions = Vec::new();
         if stream {
@@ -89,6 +92,7 @@ impl Plugin for Syscount {
         let kernel = (
             (by_syscall && !stream).then(|| plan.aggregate(count("syscall", AggSource::Syscall))),
             (by_process && !stream).then(|| plan.aggregate(count("process", AggSource::Comm))),
+            by_pair.then(|| plan.aggregate(count("syscall_process", AggSource::Syscall).by(AggSource::Comm))),
         );
         let errors = params.bool("errors").then(|| {
             let failed = filter.clone().when("ret", CmpOp::Lt, 0);
@@ -146,6 +150,11 @@ impl Syscount {
         }
         if let Some(id) = self.kernel.1 {
             aggs.push(report("process", &processes, &["comm"], AggKind::Count, id.read(reset)));
+        }
+        if let Some(id) = self.kernel.2 {
+            let by_pair = id.read(reset).into_iter().map(Syscall::named_entry).collect();
+            let title = title("Syscalls by process:", "syscalls by process");
+            aggs.push(report("syscall_process", &title, &["syscall", "comm"], AggKind::Count, by_pair));
         }
         if let Some(id) = self.errors {
             let entries = id.read(reset).into_iter().map(errno_entry).collect();
@@ -278,9 +287,9 @@ mod tests {
         let err = Syscount::start(&Params::from_pairs(&[("mode", "compare")])).err().unwrap();
         assert_eq!(err, "mode: `compare` is not kernel or stream");
         let err = Syscount::start(&Params::from_pairs(&[("mode", "kernel"), ("by", "proces")])).err().unwrap();
-        assert_eq!(err, "by: `proces` is not syscall or process");
+        assert_eq!(err, "by: `proces` is not syscall, process or syscall-process");
         let err = Syscount::start(&Params::from_pairs(&[("mode", "kernel"), ("by", " ,")])).err().unwrap();
-        assert_eq!(err, "by: name syscall, process or both");
+        assert_eq!(err, "by: name at least one of syscall, process or syscall-process");
         let (_, plan) = Syscount::start(&Params::from_pairs(&[("mode", "kernel"), ("by", "process")])).unwrap();
         assert_eq!(plan.aggregations.len(), 1, "@[comm] = count() alone");
     }

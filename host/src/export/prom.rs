@@ -1,0 +1,224 @@
+//! A snapshot as Prometheus metric families, written in the classic text exposition
+//! (format 0.0.4) by the `prometheus` crate's encoder: what every Prometheus scrapes and
+//! what `promtool check metrics` checks.
+//!
+//! Names are `wasmtap_<plugin>_<aggregation>`, then the unit (`_seconds`, `_bytes`, from
+//! the aggregation's name: see [`Unit`]), then `_total` on counters. Counts and sums
+//! are counters; min, max, avg and stddev gauges; log2, linear and log-linear histograms
+//! histograms with `le` buckets; percentiles summaries. Every series is labelled with
+//! its `plugin` and `aggregation` and with the aggregation's key parts.
+
+use std::collections::HashSet;
+
+use prometheus::proto::{
+    Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType, Quantile, Summary,
+};
+use prometheus::{Encoder, TextEncoder};
+
+use super::{cumulative, unset, Accounted, Family, Snapshot, Total, Unit};
+use crate::output::{label_names, metric_name};
+use crate::wit::types::AggKind;
+
+/// The content type of what [`exposition`] writes.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The whole snapshot as one exposition: the accounting, then each plugin's
+/// aggregations.
+pub fn exposition(snapshot: &Snapshot) -> String {
+    let families = families(snapshot);
+    let mut buf = Vec::new();
+    match TextEncoder::new().encode(&families, &mut buf) {
+        Ok(()) => String::from_utf8(buf).unwrap_or_default(),
+        // Only a family without samples or a sample of the wrong type is refused; both
+        // are left out by `families`.
+        Err(e) => format!("# wasmtap: cannot encode the metrics: {e}\n"),
+    }
+}
+
+pub fn families(snapshot: &Snapshot) -> Vec<MetricFamily> {
+    let mut used = HashSet::new();
+    let mut out = accounting(&mut used, &snapshot.accounting);
+    for p in &snapshot.plugins {
+        for f in &p.families {
+            if let Some(family) = aggregation(&mut used, &p.plugin, f) {
+                out.push(family);
+            }
+        }
+    }
+    out
+}
+
+/// The kind's metric type.
+fn metric_type(kind: AggKind) -> MetricType {
+    match kind {
+        AggKind::Count | AggKind::Sum => MetricType::COUNTER,
+        AggKind::Min | AggKind::Max | AggKind::Avg | AggKind::Stddev => MetricType::GAUGE,
+        AggKind::Quantize | AggKind::Lquantize | AggKind::Llquantize => MetricType::HISTOGRAM,
+        AggKind::Percentiles => MetricType::SUMMARY,
+    }
+}
+
+/// The family name of an aggregation: valid, unit-suffixed, `_total` on counters, and
+/// unique with every sample name it implies among those `used`.
+pub fn family_name(used: &mut HashSet<String>, plugin: &str, name: &str, kind: AggKind) -> (String, Unit) {
+    let (stem, unit) = Unit::of(name);
+    let ty = metric_type(kind);
+    let mut base = metric_name(&format!("wasmtap_{plugin}_{stem}"));
+    if base.ends_with('_') {
+        base.pop();
+    }
+    if unit != Unit::None {
+        base = format!("{base}_{}", unit.suffix());
+    }
+    let base = match ty {
+        MetricType::COUNTER => base.strip_suffix("_total").map(str::to_string).unwrap_or(base),
+        _ => base,
+    };
+    let total = if ty == MetricType::COUNTER { "_total" } else { "" };
+    let suffixes: &[&str] = match ty {
+        MetricType::HISTOGRAM => &["", "_bucket", "_sum", "_count"],
+        MetricType::SUMMARY => &["", "_sum", "_count"],
+        _ => &[""],
+    };
+    for n in 1.. {
+        let candidate = match n {
+            1 => format!("{base}{total}"),
+            _ => format!("{base}_{n}{total}"),
+        };
+        let names: Vec<String> = suffixes.iter().map(|s| format!("{candidate}{s}")).collect();
+        if names.iter().all(|s| !used.contains(s)) {
+            used.extend(names);
+            return (candidate, unit);
+        }
+    }
+    unreachable!("some suffix is free")
+}
+
+fn aggregation(used: &mut HashSet<String>, plugin: &str, f: &Family) -> Option<MetricFamily> {
+    if f.series.is_empty() {
+        return None;
+    }
+    let (name, unit) = family_name(used, plugin, &f.name, f.kind);
+    let keys = label_names(&f.key_names, &["plugin", "aggregation"]);
+    let divisor = unit.divisor();
+    let mut metrics = Vec::with_capacity(f.series.len());
+    for (values, total) in &f.series {
+        let mut labels = vec![label("plugin", plugin), label("aggregation", &f.name)];
+        labels.extend(keys.iter().zip(values).map(|(k, v)| label(k, v)));
+        let mut m = Metric::from_label(labels);
+        match total {
+            Total::Scalar(v) => {
+                // A min or max with no sample yet has nothing to show.
+                if unset(f.kind, total) {
+                    continue;
+                }
+                let value = *v as f64 / divisor;
+                if metric_type(f.kind) == MetricType::COUNTER {
+                    let mut c = Counter::default();
+                    c.set_value(value);
+                    m.set_counter(c);
+                } else {
+                    let mut g = Gauge::default();
+                    g.set_value(value);
+                    m.set_gauge(g);
+                }
+            }
+            Total::Histogram { buckets, sum } => {
+                let (bounds, count) = cumulative(buckets, divisor);
+                let mut h = Histogram::default();
+                h.set_bucket(
+                    bounds
+                        .into_iter()
+                        .map(|(le, n)| {
+                            let mut b = Bucket::default();
+                            b.set_upper_bound(le);
+                            b.set_cumulative_count(n);
+                            b
+                        })
+                        .collect(),
+                );
+                h.set_sample_count(count);
+                h.set_sample_sum(*sum as f64 / divisor);
+                m.set_histogram(h);
+            }
+            Total::Quantiles { count, sum, points } => {
+                let mut s = Summary::default();
+                s.set_quantile(
+                    points
+                        .iter()
+                        .map(|&(millionths, v)| {
+                            let mut q = Quantile::default();
+                            q.set_quantile(f64::from(millionths) / 1e6);
+                            q.set_value(v as f64 / divisor);
+                            q
+                        })
+                        .collect(),
+                );
+                s.set_sample_count(*count);
+                s.set_sample_sum(*sum as f64 / divisor);
+                m.set_summary(s);
+            }
+        }
+        metrics.push(m);
+    }
+    (!metrics.is_empty()).then(|| family(name, &f.help(), metric_type(f.kind), metrics))
+}
+
+/// The accounting: each plugin's events by fate, its faults and restarts.
+fn accounting(used: &mut HashSet<String>, acct: &[Accounted]) -> Vec<MetricFamily> {
+    if acct.is_empty() {
+        return Vec::new();
+    }
+    type Field = fn(&Accounted) -> u64;
+    let plain: [(&str, &str, Field); 7] = [
+        ("wasmtap_events_generated_total", "Events the plugin's probes produced in the kernel", |a| a.generated),
+        ("wasmtap_events_kernel_filtered_total", "Events filtered out in the kernel", |a| a.kernel_filtered),
+        ("wasmtap_events_emitted_total", "Events written to the ring for the plugin", |a| a.emitted),
+        ("wasmtap_events_filtered_total", "Events the plugin's filters rejected in the host", |a| a.filtered),
+        ("wasmtap_events_delivered_total", "Events handed to the plugin", |a| a.delivered),
+        ("wasmtap_plugin_faults_total", "Faults of the plugin", |a| a.faults),
+        ("wasmtap_plugin_restarts_total", "Restarts of the plugin after a fault", |a| a.restarts),
+    ];
+    let mut out = Vec::new();
+    for (name, help, field) in plain {
+        used.insert(name.to_string());
+        let metrics = acct.iter().map(|a| counter(vec![label("plugin", &a.plugin)], field(a) as f64)).collect();
+        out.push(family(name.to_string(), help, MetricType::COUNTER, metrics));
+    }
+    let name = "wasmtap_events_dropped_total";
+    used.insert(name.to_string());
+    let dropped = acct
+        .iter()
+        .flat_map(|a| {
+            a.dropped
+                .iter()
+                .map(|&(reason, n)| counter(vec![label("plugin", &a.plugin), label("reason", reason)], n as f64))
+        })
+        .collect();
+    out.push(family(name.to_string(), "Events lost to the plugin, by reason", MetricType::COUNTER, dropped));
+    out
+}
+
+fn counter(labels: Vec<LabelPair>, value: f64) -> Metric {
+    let mut m = Metric::from_label(labels);
+    let mut c = Counter::default();
+    c.set_value(value);
+    m.set_counter(c);
+    m
+}
+
+fn label(name: &str, value: &str) -> LabelPair {
+    let mut l = LabelPair::default();
+    l.set_name(name.to_string());
+    l.set_value(value.to_string());
+    l
+}
+
+fn family(name: String, help: &str, ty: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+    let mut f = MetricFamily::default();
+    f.set_name(name);
+    f.set_help(help.to_string());
+    f.set_field_type(ty);
+    f.set_metric(metrics);
+    f
+}
