@@ -642,7 +642,8 @@ def free_port():
 def fleet(rounds, quick, soak_seconds):
     """W1 count by comm with and without --serve scraped every second; optionally a soak."""
     wname, binary, full, per_op = WORKLOADS[0]
-    arg = max(1, full // 10) if quick else full
+    # Five times W1's usual size: several seconds, so that several scrapes fall inside.
+    arg = max(1, full // 10) if quick else full * 5
     comm = binary[:15]
     ns = {"none": [], "bpftrace": [], "plain": [], "serve": []}
     counts = {"plain": [], "serve": [], "bpftrace": []}
@@ -723,7 +724,8 @@ def soak(seconds):
           f"second ({scraper.scrapes} scrapes, {scraper.failed} failed, slowest {scraper.slowest:.3f} s), with a "
           f"paced getppid storm (50,000/s) and ten exec every 10 s. RSS: first two minutes {min(first)}-{max(first)} KiB, "
           f"last two minutes {min(last)}-{max(last)} KiB, peak {max(k for _, k in samples)} KiB; "
-          f"least-squares growth after the first two minutes {slope:+.0f} KiB/hour.")
+          f"least-squares growth after the first two minutes {slope:+.0f} KiB/hour. RSS each five minutes (KiB): "
+          + ", ".join(f"{s / 60:.0f} min {k}" for s, k in samples if int(s) % 300 < 10) + ".")
 
 
 def micro():
