@@ -257,6 +257,22 @@ pub struct Accounted {
     pub restarts: u64,
 }
 
+/// The accounting's counters, one per plugin: the metric's stem (`events_delivered` is
+/// Prometheus's `wasmtap_events_delivered_total` and OpenTelemetry's
+/// `wasmtap.events.delivered`), its help, its value. Lost events, by reason, follow.
+pub type Field = fn(&Accounted) -> u64;
+pub const COUNTERS: [(&str, &str, Field); 7] = [
+    ("events_generated", "Events the plugin's probes produced in the kernel", |a| a.generated),
+    ("events_kernel_filtered", "Events filtered out in the kernel", |a| a.kernel_filtered),
+    ("events_emitted", "Events written to the ring for the plugin", |a| a.emitted),
+    ("events_filtered", "Events the plugin's filters rejected in the host", |a| a.filtered),
+    ("events_delivered", "Events handed to the plugin", |a| a.delivered),
+    ("plugin_faults", "Faults of the plugin", |a| a.faults),
+    ("plugin_restarts", "Restarts of the plugin after a fault", |a| a.restarts),
+];
+/// The stem and help of the lost events, by plugin and reason.
+pub const DROPPED: (&str, &str) = ("events_dropped", "Events lost to the plugin, by reason");
+
 impl Accounted {
     pub fn of(stats: &PluginStats) -> Accounted {
         let sum = |f: fn(&crate::accounting::ProbeStats) -> u64| stats.probes.iter().map(f).sum::<u64>();

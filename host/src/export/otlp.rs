@@ -15,7 +15,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
-use super::{cumulative, unset, Accounted, Family, Snapshot, Total, Unit};
+use super::{cumulative, unset, Accounted, Family, Snapshot, Total, Unit, COUNTERS, DROPPED};
 use crate::wit::types::AggKind;
 
 /// What the resource says of this host and run.
@@ -199,27 +199,19 @@ fn accounting(acct: &[Accounted], t: Times) -> Vec<Metric> {
         })),
         ..Default::default()
     };
-    type Field = fn(&Accounted) -> u64;
-    let plain: [(&str, &str, Field); 7] = [
-        ("wasmtap.events.generated", "Events the plugin's probes produced in the kernel", |a| a.generated),
-        ("wasmtap.events.kernel_filtered", "Events filtered out in the kernel", |a| a.kernel_filtered),
-        ("wasmtap.events.emitted", "Events written to the ring for the plugin", |a| a.emitted),
-        ("wasmtap.events.filtered", "Events the plugin's filters rejected in the host", |a| a.filtered),
-        ("wasmtap.events.delivered", "Events handed to the plugin", |a| a.delivered),
-        ("wasmtap.plugin.faults", "Faults of the plugin", |a| a.faults),
-        ("wasmtap.plugin.restarts", "Restarts of the plugin after a fault", |a| a.restarts),
-    ];
-    let mut out: Vec<Metric> = plain
+    // `events_delivered` as `wasmtap.events.delivered`.
+    let name = |stem: &str| format!("wasmtap.{}", stem.replacen('_', ".", 1));
+    let mut out: Vec<Metric> = COUNTERS
         .iter()
-        .map(|(name, description, field)| {
-            sum(name, description, acct.iter().map(|a| (vec![text("plugin", &a.plugin)], field(a))).collect())
+        .map(|(stem, description, field)| {
+            sum(&name(stem), description, acct.iter().map(|a| (vec![text("plugin", &a.plugin)], field(a))).collect())
         })
         .collect();
     let dropped = acct
         .iter()
         .flat_map(|a| a.dropped.iter().map(|&(reason, n)| (vec![text("plugin", &a.plugin), text("reason", reason)], n)))
         .collect();
-    out.push(sum("wasmtap.events.dropped", "Events lost to the plugin, by reason", dropped));
+    out.push(sum(&name(DROPPED.0), DROPPED.1, dropped));
     out
 }
 

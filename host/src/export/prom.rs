@@ -15,7 +15,7 @@ use prometheus::proto::{
 };
 use prometheus::{Encoder, TextEncoder};
 
-use super::{cumulative, unset, Accounted, Family, Snapshot, Total, Unit};
+use super::{cumulative, unset, Accounted, Family, Snapshot, Total, Unit, COUNTERS, DROPPED};
 use crate::output::{label_names, metric_name};
 use crate::wit::types::AggKind;
 
@@ -169,24 +169,16 @@ fn accounting(used: &mut HashSet<String>, acct: &[Accounted]) -> Vec<MetricFamil
     if acct.is_empty() {
         return Vec::new();
     }
-    type Field = fn(&Accounted) -> u64;
-    let plain: [(&str, &str, Field); 7] = [
-        ("wasmtap_events_generated_total", "Events the plugin's probes produced in the kernel", |a| a.generated),
-        ("wasmtap_events_kernel_filtered_total", "Events filtered out in the kernel", |a| a.kernel_filtered),
-        ("wasmtap_events_emitted_total", "Events written to the ring for the plugin", |a| a.emitted),
-        ("wasmtap_events_filtered_total", "Events the plugin's filters rejected in the host", |a| a.filtered),
-        ("wasmtap_events_delivered_total", "Events handed to the plugin", |a| a.delivered),
-        ("wasmtap_plugin_faults_total", "Faults of the plugin", |a| a.faults),
-        ("wasmtap_plugin_restarts_total", "Restarts of the plugin after a fault", |a| a.restarts),
-    ];
     let mut out = Vec::new();
-    for (name, help, field) in plain {
-        used.insert(name.to_string());
+    for (stem, help, field) in COUNTERS {
+        let name = format!("wasmtap_{stem}_total");
+        used.insert(name.clone());
         let metrics = acct.iter().map(|a| counter(vec![label("plugin", &a.plugin)], field(a) as f64)).collect();
-        out.push(family(name.to_string(), help, MetricType::COUNTER, metrics));
+        out.push(family(name, help, MetricType::COUNTER, metrics));
     }
-    let name = "wasmtap_events_dropped_total";
-    used.insert(name.to_string());
+    let (stem, help) = DROPPED;
+    let name = format!("wasmtap_{stem}_total");
+    used.insert(name.clone());
     let dropped = acct
         .iter()
         .flat_map(|a| {
@@ -195,7 +187,7 @@ fn accounting(used: &mut HashSet<String>, acct: &[Accounted]) -> Vec<MetricFamil
                 .map(|&(reason, n)| counter(vec![label("plugin", &a.plugin), label("reason", reason)], n as f64))
         })
         .collect();
-    out.push(family(name.to_string(), "Events lost to the plugin, by reason", MetricType::COUNTER, dropped));
+    out.push(family(name, help, MetricType::COUNTER, dropped));
     out
 }
 
