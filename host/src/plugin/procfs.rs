@@ -33,8 +33,30 @@ fn cut(mut text: String, max: usize) -> String {
     text
 }
 
+/// How many times a process caught in the middle of an `exec` is read again, and how long
+/// to wait between reads.
+const EXEC_RETRIES: u32 = 3;
+const EXEC_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// The process `pid`, or None if it is gone or its stat cannot be read.
+///
+/// A process read while it `exec`s can show the new program's name and executable but no
+/// arguments yet (the kernel sets up the new argument area after it switches the name):
+/// such a read is made again, a few times a millisecond apart, so the answer is one
+/// program's, not half of each.
 pub fn read(pid: u32) -> Option<Process> {
+    let mut p = read_once(pid)?;
+    for _ in 0..EXEC_RETRIES {
+        if !(p.argv.is_empty() && !p.exe.is_empty()) {
+            break;
+        }
+        std::thread::sleep(EXEC_WAIT);
+        p = read_once(pid)?;
+    }
+    Some(p)
+}
+
+fn read_once(pid: u32) -> Option<Process> {
     let (stat, _) = read_bounded(pid, "stat", SMALL_FILE as usize)?;
     let stat = String::from_utf8_lossy(&stat);
     // `PID (COMM) STATE PPID …`: the comm may hold spaces and parentheses, so the fields
@@ -51,6 +73,7 @@ pub fn read(pid: u32) -> Option<Process> {
         .map(|p| cut(p.to_string_lossy().into_owned(), PROC_PATH_BYTES))
         .unwrap_or_default();
     let (argv, argv_truncated) = match read_bounded(pid, "cmdline", PROC_ARG_BYTES) {
+        Some((bytes, _)) if bytes.is_empty() => (Vec::new(), false),
         Some((bytes, more)) => {
             let mut args: Vec<String> =
                 bytes.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
