@@ -698,14 +698,18 @@ def soak(seconds):
     scraper = Scraper(port)
     started = time.monotonic()
     samples = []
+    # The heap apart from the rings and the mapped binary (RssFile: the collectors' rings
+    # are counted there, and grow until each has wrapped once).
+    anon = []
     storm = subprocess.Popen(["taskset", "-c", "1", os.path.join(BIN, "paced"), "50000", str(seconds)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while time.monotonic() - started < seconds:
         subprocess.run(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done"], check=False)
         try:
-            for line in open(f"/proc/{t.p.pid}/status"):
-                if line.startswith("VmRSS:"):
-                    samples.append((time.monotonic() - started, int(line.split()[1])))
+            status = {l.split(":")[0]: int(l.split()[1]) for l in open(f"/proc/{t.p.pid}/status")
+                      if l.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
+            samples.append((time.monotonic() - started, status["VmRSS"]))
+            anon.append((time.monotonic() - started, status["RssAnon"], status["RssFile"]))
         except OSError:
             break
         time.sleep(10)
@@ -726,6 +730,14 @@ def soak(seconds):
           f"last two minutes {min(last)}-{max(last)} KiB, peak {max(k for _, k in samples)} KiB; "
           f"least-squares growth after the first two minutes {slope:+.0f} KiB/hour. RSS each five minutes (KiB): "
           + ", ".join(f"{s / 60:.0f} min {k}" for s, k in samples if int(s) % 300 < 10) + ".")
+    later = [(s, a) for s, a, _ in anon if s >= 120]
+    if len(later) > 2:
+        mx = statistics.mean(s for s, _ in later)
+        my = statistics.mean(a for _, a in later)
+        slope = sum((s - mx) * (a - my) for s, a in later) / sum((s - mx) ** 2 for s, _ in later) * 3600
+    print("RssAnon (the heap) and RssFile (binary and rings) each five minutes (KiB): "
+          + ", ".join(f"{s / 60:.0f} min {a}+{f}" for s, a, f in anon if int(s) % 300 < 10)
+          + f"; least-squares growth of RssAnon after the first two minutes {slope:+.0f} KiB/hour.")
 
 
 def micro():
@@ -742,7 +754,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="a tenth of each workload, 1 round where unset")
     ap.add_argument("--only", default="overhead,streaming,startup,micro")
-    ap.add_argument("--soak-seconds", type=int, default=0, help="with --only fleet: also a soak this long")
+    ap.add_argument("--soak-seconds", type=int, default=0, help="with --only fleet: also a soak this long (--only soak: the soak alone, an hour unless told)")
     ap.add_argument("--workloads", default=",".join(w[0] for w in WORKLOADS),
                     help="the overhead section's workloads, e.g. W1,W5")
     a = ap.parse_args()
@@ -769,6 +781,8 @@ def main():
         oneliners(a.quick)
     if "fleet" in only:
         fleet(a.rounds, a.quick, a.soak_seconds)
+    elif "soak" in only:
+        soak(a.soak_seconds or 3600)
 
 
 if __name__ == "__main__":

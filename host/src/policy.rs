@@ -32,6 +32,8 @@ pub struct Policy {
     pub socket: PathBuf,
     /// The group that owns the socket (mode 0660); without one, only root may connect.
     pub socket_group: Option<Named>,
+    /// Where the daemon serves its sessions' metrics (`/metrics`), if anywhere.
+    pub metrics: Option<String>,
     pub tenants: Vec<Tenant>,
 }
 
@@ -56,6 +58,8 @@ pub struct Tenant {
     pub kernel_addresses: bool,
     /// Whether it sees and stops every tenant's sessions.
     pub admin: bool,
+    /// Whether its sessions' metrics are on the daemon's endpoint.
+    pub metrics: bool,
     pub quotas: Quotas,
 }
 
@@ -198,7 +202,7 @@ pub enum Verdict<'a> {
 impl Policy {
     /// Root only: what holds when there is no policy file.
     pub fn root_only() -> Policy {
-        Policy { source: None, socket: DEFAULT_SOCKET.into(), socket_group: None, tenants: Vec::new() }
+        Policy { source: None, socket: DEFAULT_SOCKET.into(), socket_group: None, metrics: None, tenants: Vec::new() }
     }
 
     /// The policy in `path`; root only if the file does not exist.
@@ -246,6 +250,18 @@ impl Policy {
                     at(group.span(), "daemon.group".into(), format!("no group `{}` on this host", group.get_ref()))
                 })?;
                 policy.socket_group = Some(Named { name: group.get_ref().clone(), id });
+            }
+            if let Some(metrics) = daemon.metrics {
+                let addr = metrics.get_ref();
+                let full = if addr.starts_with(':') { format!("0.0.0.0{addr}") } else { addr.clone() };
+                if full.parse::<std::net::SocketAddr>().is_err() {
+                    return Err(at(
+                        metrics.span(),
+                        "daemon.metrics".into(),
+                        "expected ADDRESS:PORT (127.0.0.1:9464) or :PORT".into(),
+                    ));
+                }
+                policy.metrics = Some(addr.clone());
             }
         }
         for (i, t) in raw.tenant.into_iter().enumerate() {
@@ -359,6 +375,7 @@ impl Policy {
                 plugins,
                 kernel_addresses: t.kernel_addresses.unwrap_or(false),
                 admin: t.admin.unwrap_or(false),
+                metrics: t.metrics.unwrap_or(false),
                 quotas,
             });
         }
@@ -424,6 +441,7 @@ struct RawPolicy {
 struct RawDaemon {
     socket: Option<Spanned<String>>,
     group: Option<Spanned<String>>,
+    metrics: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -439,6 +457,7 @@ struct RawTenant {
     signed_by: Option<Vec<Spanned<String>>>,
     kernel_addresses: Option<bool>,
     admin: Option<bool>,
+    metrics: Option<bool>,
     quotas: Option<Spanned<Quotas>>,
 }
 

@@ -34,8 +34,13 @@ use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized};
 use blazesym::{MaybeDefault, Pid};
 
-/// Processes whose mappings are kept; the oldest snapshot goes first.
+/// Processes whose mappings are kept, and the most memory their snapshots may hold; the
+/// oldest snapshot goes first. A process's snapshot is kept after it exits, for the stacks
+/// recorded before (a report may come long after), so a machine that starts many processes
+/// fills these up: a shell's snapshot takes ~1 KiB, one of a program with forty libraries
+/// ~8 KiB.
 const MAX_PIDS: usize = 4096;
+const MAX_SNAPSHOT_BYTES: usize = 8 << 20;
 /// A live process whose maps were just re-read is not re-read for a miss sooner than this, so
 /// stacks with junk addresses cannot turn every lookup into a `/proc` read.
 const REREAD_AFTER: Duration = Duration::from_secs(1);
@@ -163,7 +168,16 @@ impl Snapshot {
             .map(|map| Exec { trusted: trusted_id(pid, &map), map })
             .collect();
         maps.sort_by_key(|e| e.map.start);
+        // The mappings that are not executable were read into the same allocation.
+        maps.shrink_to_fit();
         Some(Snapshot { started, maps, reread: None })
+    }
+
+    /// About what the snapshot holds in memory.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Snapshot>()
+            + self.maps.capacity() * std::mem::size_of::<Exec>()
+            + self.maps.iter().map(|e| e.map.path.capacity()).sum::<usize>()
     }
 
     fn find(&self, addr: u64) -> Option<&Exec> {
@@ -238,6 +252,8 @@ pub struct Symbolizer {
     procs: HashMap<u32, Snapshot>,
     /// Pids in the order their snapshots were taken, for eviction.
     order: VecDeque<u32>,
+    /// What the snapshots hold, by [`Snapshot::bytes`].
+    held: usize,
     /// `(base, size, "[name]")` from `/proc/modules`, read on the first kernel lookup.
     modules: Option<Vec<(u64, u64, String)>>,
     own_vdso: Option<Mapping>,
@@ -258,7 +274,7 @@ impl Symbolizer {
         let own_maps = fs::read_to_string("/proc/self/maps").unwrap_or_default();
         let own_vdso = parse_maps(&own_maps).into_iter().find(|m| m.path == "[vdso]");
         let (procs, order, files) = (HashMap::new(), VecDeque::new(), files::Files::default());
-        Symbolizer { blaze, procs, order, modules: None, own_vdso, files }
+        Symbolizer { blaze, procs, order, held: 0, modules: None, own_vdso, files }
     }
 
     /// Snapshot the executable mappings of `pid` unless it is already known. Call it on the first
@@ -269,11 +285,14 @@ impl Symbolizer {
             return;
         }
         if let Some(snapshot) = Snapshot::take(pid) {
+            self.held += snapshot.bytes();
             self.procs.insert(pid, snapshot);
             self.order.push_back(pid);
-            while self.order.len() > MAX_PIDS {
+            while self.order.len() > MAX_PIDS || (self.held > MAX_SNAPSHOT_BYTES && self.order.len() > 1) {
                 if let Some(oldest) = self.order.pop_front() {
-                    self.procs.remove(&oldest);
+                    if let Some(gone) = self.procs.remove(&oldest) {
+                        self.held -= gone.bytes();
+                    }
                 }
             }
         }
@@ -379,8 +398,10 @@ impl Symbolizer {
         };
         fresh.reread = Some(Instant::now());
         if let Some(old) = self.procs.remove(&pid) {
+            self.held -= old.bytes();
             fresh.absorb(old);
         }
+        self.held += fresh.bytes();
         self.procs.insert(pid, fresh);
         true
     }

@@ -1005,3 +1005,97 @@ fn a_tenant_plugin_that_allocates_without_bound_is_stopped_alone_and_the_other_t
     assert_eq!(map_value(&stdout(&o), "syscall", "getppid"), Some(1000));
     assert!(d.runs().is_empty(), "{:?}", d.runs());
 }
+
+/// A GET over HTTP/1.0 on 127.0.0.1: the body of a 200 answer.
+fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    let (head, body) = reply.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200").then(|| body.to_string())
+}
+
+/// The value of the one series whose line starts with `name{` and holds every label in
+/// `labels`.
+fn series(scrape: &str, name: &str, labels: &[String]) -> Option<f64> {
+    scrape
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|x| l.contains(x.as_str())))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
+        .next()
+}
+
+#[test]
+fn the_daemons_endpoint_serves_each_exporting_sessions_exact_counts_labelled_with_its_user_and_no_other_tenants() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("met", 2);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // User 0's sessions are exported; user 1's rule does not say so.
+    let policy = format!(
+        "[daemon]\nmetrics = \"127.0.0.1:{port}\"\n\n{}metrics = true\n\n{}",
+        one_tenant(&users, 0, &["syscall", "proc"], "vetted", ""),
+        one_tenant(&users, 1, &["syscall", "proc"], "vetted", "")
+    );
+    let d = Daemon::start("met", &policy);
+    let empty = scrape(port).expect("the endpoint answers with no session");
+    assert!(!empty.contains("wasmtap_daemon_sessions{"), "{empty}");
+    // Each user's command: its getppid calls, then a pause in which the scrapes are taken.
+    let loop_ = d.getppid_loop();
+    let start = |i: usize, n: u32| {
+        let cmd = format!("sh -c '{} {n}; sleep 6'", loop_.display());
+        let args = ["syscount", "--param", "by=syscall-process", "--param", "top=0", "-o", "json", "-c", &cmd];
+        let mut c = d.run(&users, i, &args);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let (a, b) = (start(0, 30_000), start(1, 20_000));
+    let want = ["syscall=\"getppid\"".to_string(), "comm=\"getppid_loop\"".to_string()];
+    let user = |i: usize| format!("user=\"{}\"", users.name(i));
+    let name = "wasmtap_syscount_syscall_process_total";
+    let started = Instant::now();
+    let mut last = String::new();
+    let mut seen = None;
+    while started.elapsed() < Duration::from_secs(20) {
+        last = scrape(port).expect("scrape");
+        let labels: Vec<String> = want.iter().cloned().chain([user(0)]).collect();
+        seen = series(&last, name, &labels);
+        if seen == Some(30_000.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(seen, Some(30_000.0), "user 0's exact count while its session runs:\n{last}");
+    // The series name its session; user 1's session runs, is counted as a session, and
+    // none of its series is there.
+    assert!(last.lines().any(|l| l.starts_with(name) && l.contains(&user(0)) && l.contains("session=\"")), "{last}");
+    assert!(
+        !last.lines().any(|l| !l.starts_with('#') && l.contains(&user(1)) && !l.starts_with("wasmtap_daemon_")),
+        "{last}"
+    );
+    assert_eq!(series(&last, "wasmtap_daemon_sessions", &[user(1)]), Some(1.0), "{last}");
+    assert_eq!(series(&last, "wasmtap_daemon_sessions_exported", &[user(1)]), Some(0.0), "{last}");
+    assert_eq!(series(&last, "wasmtap_daemon_sessions_exported", &[user(0)]), Some(1.0), "{last}");
+    // One valid exposition.
+    let file = d.dir.join("scrape.txt");
+    std::fs::write(&file, &last).unwrap();
+    let check = Command::new("promtool").args(["check", "metrics"]).stdin(std::fs::File::open(&file).unwrap()).output();
+    let check = check.expect("run promtool");
+    assert!(check.status.success(), "promtool: {}{}\n{last}", stdout(&check), stderr(&check));
+    // Both users' own reports are exact, as without the endpoint.
+    for (child, n) in [(a, 30_000), (b, 20_000)] {
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert_eq!(map_json(&out, "@syscall_process", "getppid,getppid_loop"), Some(n), "{out}");
+    }
+    // A session that ended is gone from the endpoint.
+    let after = scrape(port).expect("scrape");
+    assert!(!after.contains(name), "{after}");
+    d.wait_until_no_runs("the sessions' commands");
+}

@@ -175,6 +175,10 @@ pub struct ExportArgs {
     /// with --param) and OTLP pushes.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     export_interval: Duration,
+    /// Set by the daemon: write the metrics to this inherited descriptor at each export
+    /// interval, for the daemon's own endpoint.
+    #[arg(long, hide = true, value_name = "FD")]
+    export_fd: Option<i32>,
 }
 
 #[derive(Args, Debug)]

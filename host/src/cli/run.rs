@@ -78,8 +78,9 @@ fn trace(
         max_kernel_cpu = Some(max_kernel_cpu.map_or(TENANT_KERNEL_CPU, |v| v.min(TENANT_KERNEL_CPU)));
     }
     let stall_timeout = super::limits::parse_watchdog(&common.watchdog)?;
-    let exporting = export.serve.is_some() || export.otlp.is_some();
-    if exporting && tenant.is_some() {
+    let listening = export.serve.is_some() || export.otlp.is_some();
+    let exporting = listening || export.export_fd.is_some();
+    if listening && tenant.is_some() {
         bail!(
             "--serve and --otlp are not for runs through the daemon: a tenant's run opens no \
              network socket (run as root, or ask the administrator for the daemon's metrics)"
@@ -411,7 +412,7 @@ fn start_export(
     let sink = Arc::new(crate::export::Sink::new(&names, crate::export::unix_ns()));
     let print_ticks: Vec<bool> = plugins.runners.iter().map(|r| interval_given(common, &r.info.name)).collect();
     plugins.export_to(&sink, &print_ticks);
-    for r in &plugins.runners {
+    for r in plugins.runners.iter().filter(|_| export.serve.is_some() || export.otlp.is_some()) {
         if !takes_interval(&r.info) {
             out.diag(&format!(
                 "{}: it has no `interval` parameter, so its aggregations reach the metrics when the run ends; \
@@ -420,12 +421,17 @@ fn start_export(
             ));
         }
     }
+    let to_daemon = match export.export_fd {
+        Some(fd) => Some(crate::sys::fds::inherited_file(fd).context("the daemon's metrics descriptor")?),
+        None => None,
+    };
     let config = crate::export::serve::Config {
         serve: export.serve.clone(),
         otlp: export.otlp.clone(),
         every: export.export_interval,
+        to_daemon,
     };
-    let exporter = crate::export::serve::Exporter::start(&config, sink)?;
+    let exporter = crate::export::serve::Exporter::start(config, sink)?;
     if let Some(addr) = exporter.address() {
         out.diag(&format!("serving metrics at http://{addr}/metrics"));
     }

@@ -119,9 +119,11 @@ pub fn parse_run(record: bool, args: &[String]) -> Result<RunShape, String> {
             text.lines().map(str::trim).take_while(|l| !l.starts_with("Usage:")).filter(|l| !l.is_empty()).collect();
         format!("bad arguments: {}", said.join(" ").trim_start_matches("error: "))
     })?;
-    let (plugins, trace, flamegraph, file, trust) = match cli.command {
-        Command::Run(r) => (r.plugins, r.trace, r.output.flamegraph.is_some(), false, r.common.trust),
-        Command::Record(r) => (r.plugins, r.trace, false, r.file.is_some(), r.common.trust),
+    let (plugins, trace, flamegraph, file, trust, export_fd) = match cli.command {
+        Command::Run(r) => {
+            (r.plugins, r.trace, r.output.flamegraph.is_some(), false, r.common.trust, r.export.export_fd.is_some())
+        }
+        Command::Record(r) => (r.plugins, r.trace, false, r.file.is_some(), r.common.trust, false),
         _ => return Err("not a run".into()),
     };
     Ok(RunShape {
@@ -138,7 +140,8 @@ pub fn parse_run(record: bool, args: &[String]) -> Result<RunShape, String> {
             || trace.flamegraph_fd.is_some()
             || trace.follow
             || trace.attached_to_stdin
-            || trace.daemon.is_some(),
+            || trace.daemon.is_some()
+            || export_fd,
         trust: trust.is_some(),
     })
 }

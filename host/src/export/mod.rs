@@ -21,6 +21,7 @@
 pub mod otlp;
 pub mod prom;
 pub mod serve;
+pub mod wire;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,7 +38,7 @@ pub const MAX_STACK_SERIES: usize = 100;
 pub const OTHER: &str = "[other]";
 
 /// The running totals of one series.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Total {
     /// Count and sum: added up. Min and max: over the run. Avg and stddev: the latest.
     Scalar(i64),
@@ -92,6 +93,18 @@ impl Family {
             stacks: false,
             over: 0,
         }
+    }
+
+    /// A family as a session's run sent it to the daemon (`wire`): rendered, never added to.
+    pub(crate) fn wired(
+        name: String,
+        title: String,
+        key_names: Vec<String>,
+        kind: AggKind,
+        series: Vec<(Vec<String>, Total)>,
+        over: u64,
+    ) -> Family {
+        Family { name, title, key_names, kind, series, keys: Vec::new(), index: HashMap::new(), stacks: false, over }
     }
 
     fn bound(&self) -> usize {
@@ -270,6 +283,8 @@ pub const COUNTERS: [(&str, &str, Field); 7] = [
     ("plugin_faults", "Faults of the plugin", |a| a.faults),
     ("plugin_restarts", "Restarts of the plugin after a fault", |a| a.restarts),
 ];
+/// Why events were lost, in the order of [`Accounted::dropped`].
+pub const DROP_REASONS: [&str; 4] = ["ring_full", "kernel_lost", "budget", "fault"];
 /// The stem and help of the lost events, by plugin and reason.
 pub const DROPPED: (&str, &str) = ("events_dropped", "Events lost to the plugin, by reason");
 
@@ -284,10 +299,10 @@ impl Accounted {
             filtered: stats.filtered,
             delivered: stats.delivered,
             dropped: [
-                ("ring_full", sum(|p| p.ring_dropped)),
-                ("kernel_lost", sum(|p| p.kernel_lost)),
-                ("budget", stats.dropped_budget),
-                ("fault", stats.dropped_fault),
+                (DROP_REASONS[0], sum(|p| p.ring_dropped)),
+                (DROP_REASONS[1], sum(|p| p.kernel_lost)),
+                (DROP_REASONS[2], stats.dropped_budget),
+                (DROP_REASONS[3], stats.dropped_fault),
             ],
             faults: stats.faults,
             restarts: stats.restarts,

@@ -25,7 +25,13 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The whole snapshot as one exposition: the accounting, then each plugin's
 /// aggregations.
 pub fn exposition(snapshot: &Snapshot) -> String {
-    let families = families(snapshot);
+    encode(&families(snapshot, &[]))
+}
+
+/// Metric families as one exposition.
+pub fn encode(families: &[MetricFamily]) -> String {
+    // A family without a series (no session yet) is not written: the encoder refuses it.
+    let families: Vec<MetricFamily> = families.iter().filter(|f| !f.get_metric().is_empty()).cloned().collect();
     let mut buf = Vec::new();
     match TextEncoder::new().encode(&families, &mut buf) {
         Ok(()) => String::from_utf8(buf).unwrap_or_default(),
@@ -35,17 +41,62 @@ pub fn exposition(snapshot: &Snapshot) -> String {
     }
 }
 
-pub fn families(snapshot: &Snapshot) -> Vec<MetricFamily> {
+/// The snapshot's metric families, every series labelled first with `constant` (the
+/// daemon's `session` and `user`).
+pub fn families(snapshot: &Snapshot, constant: &[(&str, String)]) -> Vec<MetricFamily> {
     let mut used = HashSet::new();
-    let mut out = accounting(&mut used, &snapshot.accounting);
+    let mut out = accounting(&mut used, &snapshot.accounting, constant);
     for p in &snapshot.plugins {
         for f in &p.families {
-            if let Some(family) = aggregation(&mut used, &p.plugin, f) {
+            if let Some(family) = aggregation(&mut used, &p.plugin, f, constant) {
                 out.push(family);
             }
         }
     }
     out
+}
+
+/// Several sources' families as one set: the series of families of the same name and
+/// type together (the first's help stays). A family whose name another source uses with
+/// another type is left out; how many were is returned.
+pub fn merge(sources: Vec<Vec<MetricFamily>>) -> (Vec<MetricFamily>, usize) {
+    let mut out: Vec<MetricFamily> = Vec::new();
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut conflicts = 0;
+    for f in sources.into_iter().flatten() {
+        match at.get(f.name()) {
+            Some(&i) if out[i].get_field_type() == f.get_field_type() => {
+                let mut f = f;
+                let metrics = f.take_metric();
+                out[i].mut_metric().extend(metrics);
+            }
+            Some(_) => conflicts += 1,
+            None => {
+                at.insert(f.name().to_string(), out.len());
+                out.push(f);
+            }
+        }
+    }
+    (out, conflicts)
+}
+
+/// A gauge family of one series per `(labels, value)`.
+pub fn gauges(name: &str, help: &str, series: Vec<(Vec<(&str, String)>, f64)>) -> MetricFamily {
+    let metrics = series
+        .into_iter()
+        .map(|(labels, v)| {
+            let mut m = Metric::from_label(labels.iter().map(|(k, v)| label(k, v)).collect());
+            let mut g = Gauge::default();
+            g.set_value(v);
+            m.set_gauge(g);
+            m
+        })
+        .collect();
+    family(name.to_string(), help, MetricType::GAUGE, metrics)
+}
+
+fn constant_labels(constant: &[(&str, String)]) -> Vec<LabelPair> {
+    constant.iter().map(|(k, v)| label(k, v)).collect()
 }
 
 /// The kind's metric type.
@@ -94,16 +145,23 @@ pub fn family_name(used: &mut HashSet<String>, plugin: &str, name: &str, kind: A
     unreachable!("some suffix is free")
 }
 
-fn aggregation(used: &mut HashSet<String>, plugin: &str, f: &Family) -> Option<MetricFamily> {
+fn aggregation(
+    used: &mut HashSet<String>,
+    plugin: &str,
+    f: &Family,
+    constant: &[(&str, String)],
+) -> Option<MetricFamily> {
     if f.series.is_empty() {
         return None;
     }
     let (name, unit) = family_name(used, plugin, &f.name, f.kind);
-    let keys = label_names(&f.key_names, &["plugin", "aggregation"]);
+    let reserved: Vec<&str> = ["plugin", "aggregation"].into_iter().chain(constant.iter().map(|(k, _)| *k)).collect();
+    let keys = label_names(&f.key_names, &reserved);
     let divisor = unit.divisor();
     let mut metrics = Vec::with_capacity(f.series.len());
     for (values, total) in &f.series {
-        let mut labels = vec![label("plugin", plugin), label("aggregation", &f.name)];
+        let mut labels = constant_labels(constant);
+        labels.extend([label("plugin", plugin), label("aggregation", &f.name)]);
         labels.extend(keys.iter().zip(values).map(|(k, v)| label(k, v)));
         let mut m = Metric::from_label(labels);
         match total {
@@ -165,7 +223,7 @@ fn aggregation(used: &mut HashSet<String>, plugin: &str, f: &Family) -> Option<M
 }
 
 /// The accounting: each plugin's events by fate, its faults and restarts.
-fn accounting(used: &mut HashSet<String>, acct: &[Accounted]) -> Vec<MetricFamily> {
+fn accounting(used: &mut HashSet<String>, acct: &[Accounted], constant: &[(&str, String)]) -> Vec<MetricFamily> {
     if acct.is_empty() {
         return Vec::new();
     }
@@ -173,7 +231,14 @@ fn accounting(used: &mut HashSet<String>, acct: &[Accounted]) -> Vec<MetricFamil
     for (stem, help, field) in COUNTERS {
         let name = format!("wasmtap_{stem}_total");
         used.insert(name.clone());
-        let metrics = acct.iter().map(|a| counter(vec![label("plugin", &a.plugin)], field(a) as f64)).collect();
+        let metrics = acct
+            .iter()
+            .map(|a| {
+                let mut labels = constant_labels(constant);
+                labels.push(label("plugin", &a.plugin));
+                counter(labels, field(a) as f64)
+            })
+            .collect();
         out.push(family(name, help, MetricType::COUNTER, metrics));
     }
     let (stem, help) = DROPPED;
@@ -182,9 +247,11 @@ fn accounting(used: &mut HashSet<String>, acct: &[Accounted]) -> Vec<MetricFamil
     let dropped = acct
         .iter()
         .flat_map(|a| {
-            a.dropped
-                .iter()
-                .map(|&(reason, n)| counter(vec![label("plugin", &a.plugin), label("reason", reason)], n as f64))
+            a.dropped.iter().map(|&(reason, n)| {
+                let mut labels = constant_labels(constant);
+                labels.extend([label("plugin", &a.plugin), label("reason", reason)]);
+                counter(labels, n as f64)
+            })
         })
         .collect();
     out.push(family(name, help, MetricType::COUNTER, dropped));

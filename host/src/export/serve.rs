@@ -19,7 +19,7 @@ use super::otlp::{self, Host};
 use super::{prom, Sink};
 
 /// What to export, and how often plugins report and OTLP pushes.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Config {
     /// Serve `/metrics` here (`127.0.0.1:9464`, `:9464` for every address).
     pub serve: Option<String>,
@@ -27,6 +27,9 @@ pub struct Config {
     /// names no path).
     pub otlp: Option<String>,
     pub every: Duration,
+    /// Write a snapshot to this descriptor at every interval and at the end (a session's
+    /// run, for the daemon's endpoint: see [`super::wire`]).
+    pub to_daemon: Option<std::fs::File>,
 }
 
 /// How long the end of a run waits for its last OTLP push.
@@ -41,6 +44,8 @@ pub struct Exporter {
     done: mpsc::Receiver<()>,
     thread: Option<JoinHandle<()>>,
     pushes: Arc<Mutex<Pushes>>,
+    /// The thread writing to the daemon, and how to stop it.
+    to_daemon: Option<(mpsc::Sender<()>, JoinHandle<Option<String>>)>,
 }
 
 /// What came of the OTLP pushes.
@@ -54,7 +59,7 @@ struct Pushes {
 impl Exporter {
     /// Listen (a bad or busy address is an error now, before anything is traced), then
     /// start the thread.
-    pub fn start(config: &Config, sink: Arc<Sink>) -> anyhow::Result<Exporter> {
+    pub fn start(config: Config, sink: Arc<Sink>) -> anyhow::Result<Exporter> {
         let listener = match &config.serve {
             Some(addr) => Some(listen(addr)?),
             None => None,
@@ -108,7 +113,20 @@ impl Exporter {
                 });
             })
             .context("cannot start the export thread")?;
-        Ok(Exporter { sink, address, endpoint, stop: Some(stop_tx), done: done_rx, thread: Some(thread), pushes })
+        let to_daemon = match config.to_daemon {
+            Some(file) => Some(to_daemon(file, sink.clone(), config.every)?),
+            None => None,
+        };
+        Ok(Exporter {
+            sink,
+            address,
+            endpoint,
+            stop: Some(stop_tx),
+            done: done_rx,
+            thread: Some(thread),
+            pushes,
+            to_daemon,
+        })
     }
 
     /// Where `/metrics` is served.
@@ -127,6 +145,11 @@ impl Exporter {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        // The daemon's last snapshot: the run's totals.
+        let daemon_said = self.to_daemon.take().and_then(|(stop, thread)| {
+            let _ = stop.send(());
+            thread.join().ok().flatten()
+        });
         let finished = self.done.recv_timeout(LAST_PUSH + Duration::from_secs(1)).is_ok();
         if finished {
             if let Some(t) = self.thread.take() {
@@ -134,7 +157,7 @@ impl Exporter {
             }
         }
         let pushes = self.pushes.lock().unwrap_or_else(|e| e.into_inner());
-        let url = self.endpoint.as_deref()?;
+        let Some(url) = self.endpoint.as_deref() else { return daemon_said };
         match (&pushes.last_error, finished) {
             (Some(e), _) => Some(format!(
                 "otlp: {} of {} pushes to {url} failed; the last: {e}",
@@ -145,6 +168,31 @@ impl Exporter {
             _ => None,
         }
     }
+}
+
+/// The thread that writes a snapshot to the daemon at every interval, and a last one
+/// when told to stop. A write blocks only this thread (the daemon reads each session on
+/// its own); a failed one ends the writing, and is said at the end of the run.
+fn to_daemon(
+    mut file: std::fs::File,
+    sink: Arc<Sink>,
+    every: Duration,
+) -> anyhow::Result<(mpsc::Sender<()>, JoinHandle<Option<String>>)> {
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("wasmtap-export-daemon".into())
+        .spawn(move || loop {
+            let last = !matches!(stop_rx.recv_timeout(every), Err(mpsc::RecvTimeoutError::Timeout));
+            let payload = super::wire::encode(&sink.snapshot());
+            if let Err(e) = super::wire::write_frame(&mut file, &payload) {
+                return Some(format!("metrics: cannot write to the daemon: {e}"));
+            }
+            if last {
+                return None;
+            }
+        })
+        .context("cannot start the thread that writes the metrics to the daemon")?;
+    Ok((stop_tx, thread))
 }
 
 /// `ADDR:PORT`, or `:PORT` for every address.

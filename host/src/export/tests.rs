@@ -231,3 +231,58 @@ fn the_otlp_request_carries_cumulative_sums_and_explicit_bucket_histograms() {
     let Some(Data::Summary(s)) = &m.data else { panic!("{m:?}") };
     assert_eq!((s.data_points[0].count, s.data_points[0].quantile_values[0].value), (10, 9.0));
 }
+
+#[test]
+fn a_snapshot_sent_to_the_daemon_renders_as_the_run_renders_it_and_hostile_frames_are_refused() {
+    let sink = Sink::new(&["syscount".into(), "runqlat".into()], 7);
+    sink.add(0, &[syscalls(5, 1)]);
+    let h = agg("usecs", AggKind::Quantize, &["cpu"], vec![entry(&[Value::Int(1)], hist(&[(1, 2, 3), (4, 8, 1)], 9))]);
+    let p = agg("lat", AggKind::Percentiles, &[], vec![entry(&[], quantiles(10, 100, &[(500_000, 9)]))]);
+    sink.add(1, &[h, p]);
+    let mut stats = crate::accounting::PluginStats { name: "syscount".into(), delivered: 6, ..Default::default() };
+    stats.dropped_budget = 2;
+    sink.account(&[stats]);
+    let snapshot = sink.snapshot();
+    let mut framed = Vec::new();
+    wire::write_frame(&mut framed, &wire::encode(&snapshot)).unwrap();
+    let payload = wire::read_frame(&mut framed.as_slice()).unwrap().unwrap();
+    let back = wire::decode(&payload).unwrap();
+    assert_eq!(prom::exposition(&back), prom::exposition(&snapshot));
+    // The daemon's labels come first, and a key named like one of them is renamed.
+    let users = agg("u", AggKind::Count, &["user"], vec![scalar(&[text("x")], 1)]);
+    let sink = Sink::new(&["p".into()], 1);
+    sink.add(0, &[users]);
+    let text = prom::encode(&prom::families(&sink.snapshot(), &[("session", "3".into()), ("user", "ann".into())]));
+    assert!(
+        text.contains("wasmtap_p_u_total{session=\"3\",user=\"ann\",plugin=\"p\",aggregation=\"u\",user_2=\"x\"} 1"),
+        "{text}"
+    );
+    // Hostile frames: not a snapshot, a series that does not fit, a length over the bound
+    // (refused before anything of it is read), a stream cut short.
+    assert!(wire::decode(b"[1,2]").unwrap_err().starts_with("not a snapshot"));
+    let misfit = String::from_utf8(payload.clone()).unwrap().replacen("[\"read\"]", "[\"read\",\"extra\"]", 1);
+    assert!(wire::decode(misfit.as_bytes()).unwrap_err().contains("does not fit"), "{misfit}");
+    let huge = ((wire::MAX_FRAME + 1) as u32).to_le_bytes();
+    assert!(wire::read_frame(&mut huge.as_slice()).unwrap_err().to_string().contains("more than the"));
+    assert!(wire::read_frame(&mut &framed[..framed.len() - 1]).is_err());
+    assert!(wire::read_frame(&mut &[][..]).unwrap().is_none());
+}
+
+#[test]
+fn sources_merge_by_family_and_a_family_of_another_type_is_left_out() {
+    let a = Sink::new(&["p".into()], 1);
+    a.add(0, &[agg("n", AggKind::Count, &[], vec![scalar(&[], 1)])]);
+    let b = Sink::new(&["p".into()], 1);
+    b.add(0, &[agg("n", AggKind::Count, &[], vec![scalar(&[], 2)])]);
+    let c = Sink::new(&["p".into()], 1);
+    c.add(0, &[agg("n_total", AggKind::Max, &[], vec![scalar(&[], 3)])]);
+    let fam = |s: &Sink, id: &str| prom::families(&s.snapshot(), &[("session", id.to_string())]);
+    let (merged, conflicts) = prom::merge(vec![fam(&a, "1"), fam(&b, "2"), fam(&c, "3")]);
+    let text = prom::encode(&merged);
+    assert_eq!(text.matches("# TYPE wasmtap_p_n_total counter").count(), 1, "{text}");
+    assert!(
+        text.contains("session=\"1\"") && text.contains("session=\"2\"") && !text.contains("session=\"3\""),
+        "{text}"
+    );
+    assert_eq!(conflicts, 1);
+}

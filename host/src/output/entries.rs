@@ -116,7 +116,7 @@ pub(super) fn percentile_label(millionths: u32) -> String {
 }
 
 /// The kind as the JSON records name it.
-pub(super) fn kind_name(kind: AggKind) -> &'static str {
+pub(crate) fn kind_name(kind: AggKind) -> &'static str {
     match kind {
         AggKind::Count => "count",
         AggKind::Sum => "sum",

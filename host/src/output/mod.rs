@@ -12,7 +12,7 @@
 //! out.close()?;                       // cpu.svg drawn from the latest stacks
 //! ```
 
-mod entries;
+pub(crate) mod entries;
 mod flamegraph;
 mod folded;
 mod json;

@@ -47,7 +47,8 @@ const EXEC_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 pub fn read(pid: u32) -> Option<Process> {
     let mut p = read_once(pid)?;
     for _ in 0..EXEC_RETRIES {
-        if !(p.argv.is_empty() && !p.exe.is_empty()) {
+        let mid_exec = p.argv.is_empty() && !p.exe.is_empty();
+        if !mid_exec {
             break;
         }
         std::thread::sleep(EXEC_WAIT);

@@ -59,12 +59,14 @@ fn a_user_is_the_first_tenant_naming_it_or_one_of_its_groups() {
 [daemon]
 socket = "/run/wt.sock"
 group = "tracers"
+metrics = "127.0.0.1:9464"
 
 [[tenant]]
 users = ["alice"]
 scope = "all"
 probes = ["tracepoint", "profile"]
 admin = true
+metrics = true
 
 [[tenant]]
 groups = ["tracers"]
@@ -81,11 +83,13 @@ memory_mib = 32
     .unwrap();
     assert_eq!(p.socket, Path::new("/run/wt.sock"));
     assert_eq!(p.socket_group, Some(Named { name: "tracers".into(), id: 2000 }));
+    assert_eq!(p.metrics.as_deref(), Some("127.0.0.1:9464"));
     // alice is in tracers too, but the first tenant names her.
     let Verdict::Tenant(alice) = p.verdict(1001, &[1001, 2000]) else { panic!() };
-    assert!(alice.admin && alice.scope == Scope::All && alice.line == 6);
+    assert!(alice.admin && alice.metrics && alice.scope == Scope::All && alice.line == 7);
     let Verdict::Tenant(bob) = p.verdict(1002, &[1002, 2000]) else { panic!() };
     assert_eq!(bob.scope, Scope::Cgroups(vec!["/sys/fs/cgroup/unified/ci".into()]));
+    assert!(!bob.metrics, "a tenant's metrics are not on the daemon's endpoint unless its rule says so");
     assert!(bob.probes.iter().any(|c| c.covers(&ProbeClass::Tracepoint(Some("sched".into())))));
     assert!(!bob.probes.iter().any(|c| c.covers(&ProbeClass::Tracepoint(Some("block".into())))));
     assert!(ProbeClass::Tracepoint(None).covers(&ProbeClass::Tracepoint(Some("block".into()))));
@@ -142,6 +146,10 @@ fn every_mistake_is_refused_naming_the_line_and_the_key() {
             "policy.toml:2: `daemon.group`: no group `nobody-here` on this host",
         ),
         ("[daemon]\nsocket = \"rel.sock\"\n".to_string(), "policy.toml:2: `daemon.socket`: must be an absolute path"),
+        (
+            "[daemon]\nmetrics = \"localhost\"\n".to_string(),
+            "policy.toml:2: `daemon.metrics`: expected ADDRESS:PORT (127.0.0.1:9464) or :PORT",
+        ),
         ("[[tenant]\n".to_string(), "policy.toml:1: `"),
     ];
     for (text, expect) in cases {

@@ -38,7 +38,7 @@ pub struct RunShape {
     /// `record -o FILE` (a client sends the file, and forwards no `-o`).
     pub file: bool,
     /// Flags only the daemon sets (`--tenant`, `--follow`, `--attached-to-stdin`, `--cgroup`,
-    /// `--plugin-file`, `--daemon`).
+    /// `--plugin-file`, `--export-fd`, `--daemon`).
     pub daemon_flags: bool,
     /// `--trust FILE`: the operator's, never a client's.
     pub trust: bool,
@@ -64,9 +64,17 @@ struct State {
     /// The keys and digests tenants' signed plugins are checked against.
     trust: Mutex<Arc<Trust>>,
     sessions: Mutex<BTreeMap<u64, Session>>,
+    /// The latest metrics of each session that exports them, for the daemon's endpoint.
+    metrics: Mutex<BTreeMap<u64, Exported>>,
     next_id: AtomicU64,
     parse_run: ParseRun,
     exe: PathBuf,
+}
+
+/// What a session's run last sent for the daemon's `/metrics`.
+struct Exported {
+    user: String,
+    snapshot: Option<Arc<crate::export::Snapshot>>,
 }
 
 #[derive(Clone)]
@@ -112,6 +120,7 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
     let trust = Trust::for_run(opts.trust.as_deref())?;
     check_signers(&policy, &trust)?;
     let socket = opts.socket.clone().unwrap_or_else(|| policy.socket.clone());
+    let metrics_listener = policy.metrics.as_deref().map(listen_metrics).transpose()?;
     let exe = std::env::current_exe().context("cannot find the wasmtap executable")?;
     let state = Arc::new(State {
         policy_path: opts.policy.clone(),
@@ -119,6 +128,7 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
         trust_path: opts.trust.clone(),
         trust: Mutex::new(Arc::new(trust)),
         sessions: Mutex::default(),
+        metrics: Mutex::default(),
         next_id: AtomicU64::new(1),
         parse_run: opts.parse_run,
         exe,
@@ -129,7 +139,76 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
         .thread_name("wasmtap-daemon")
         .build()
         .context("cannot start the daemon's runtime")?;
-    rt.block_on(listen(state, socket))
+    rt.block_on(async move {
+        if let Some(listener) = metrics_listener {
+            tokio::spawn(serve_metrics(listener, state.clone()));
+        }
+        listen(state, socket).await
+    })
+}
+
+/// Listen for the daemon's `/metrics` (a bad or busy address stops the daemon now).
+fn listen_metrics(addr: &str) -> anyhow::Result<std::net::TcpListener> {
+    let full = if addr.starts_with(':') { format!("0.0.0.0{addr}") } else { addr.to_string() };
+    let parsed: std::net::SocketAddr =
+        full.parse().map_err(|_| anyhow::anyhow!("daemon.metrics {addr}: expected ADDRESS:PORT or :PORT"))?;
+    let listener =
+        std::net::TcpListener::bind(parsed).with_context(|| format!("daemon.metrics {addr}: cannot listen there"))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The daemon's `/metrics`: every exporting session's latest snapshot, its series labelled
+/// with the session and its user, and the daemon's own gauges.
+async fn serve_metrics(listener: std::net::TcpListener, state: Arc<State>) {
+    use axum::http::{header, HeaderValue, StatusCode};
+    use axum::response::IntoResponse;
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+    let metrics = move || {
+        let state = state.clone();
+        async move {
+            let body = exposition(&state);
+            ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::export::prom::CONTENT_TYPE))], body)
+        }
+    };
+    let app = axum::Router::new()
+        .route("/metrics", axum::routing::get(metrics))
+        .route("/", axum::routing::get(|| async { "wasmtap daemon: the metrics are at /metrics\n" }))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the metrics are at /metrics\n").into_response() });
+    let _ = axum::serve(listener, app).await;
+}
+
+/// One exposition of every exporting session.
+fn exposition(state: &State) -> String {
+    use crate::export::prom;
+    let sessions: Vec<(u64, String)> = state.sessions().iter().map(|(id, s)| (*id, s.info.user.clone())).collect();
+    let exported: Vec<(u64, String, Option<Arc<crate::export::Snapshot>>)> =
+        state.exported().iter().map(|(id, e)| (*id, e.user.clone(), e.snapshot.clone())).collect();
+    let mut by_user: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (id, user) in &sessions {
+        let e = by_user.entry(user.clone()).or_default();
+        e.0 += 1;
+        e.1 += u64::from(exported.iter().any(|(x, _, _)| x == id));
+    }
+    let gauge = |pick: fn(&(u64, u64)) -> u64| {
+        by_user.iter().map(|(user, n)| (vec![("user", user.clone())], pick(n) as f64)).collect::<Vec<_>>()
+    };
+    let own = vec![
+        prom::gauges("wasmtap_daemon_sessions", "Sessions running, by user", gauge(|n| n.0)),
+        prom::gauges(
+            "wasmtap_daemon_sessions_exported",
+            "Sessions whose metrics are on this endpoint, by user",
+            gauge(|n| n.1),
+        ),
+    ];
+    // Rendering happens here, on the scrape: a session's run only sends its snapshot.
+    let mut sources = vec![own];
+    for (id, user, snapshot) in exported {
+        let Some(snapshot) = snapshot else { continue };
+        sources.push(prom::families(&snapshot, &[("session", id.to_string()), ("user", user)]));
+    }
+    let (families, _conflicts) = prom::merge(sources);
+    prom::encode(&families)
 }
 
 async fn listen(state: Arc<State>, socket: PathBuf) -> anyhow::Result<()> {
@@ -223,6 +302,10 @@ impl State {
 
     fn trust(&self) -> Arc<Trust> {
         self.trust.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn exported(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Exported>> {
+        self.metrics.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn sessions(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Session>> {
@@ -460,6 +543,9 @@ struct Agreed {
     trust: Option<Trust>,
     /// The cgroup limits of a tenant's run (none for root's).
     quota: Option<Quota>,
+    /// Whether its metrics go on the daemon's endpoint: root's always, a tenant's if its
+    /// rule says `metrics = true`.
+    metrics: bool,
 }
 
 /// Check a run request against the policy; the refusal names the rule.
@@ -478,7 +564,7 @@ fn check_run(
     }
     if shape.daemon_flags {
         return Err(
-            "flags --tenant, --follow, --attached-to-stdin, --cgroup, --plugin-file and --daemon are the daemon's to set"
+            "flags --tenant, --follow, --attached-to-stdin, --cgroup, --plugin-file, --export-fd and --daemon are the daemon's to set"
                 .into()
         );
     }
@@ -508,6 +594,7 @@ fn check_run(
     argv.extend(args.iter().cloned());
     let mut quota = None;
     let mut trust = None;
+    let metrics = policy.metrics.is_some() && tenant.is_none_or(|(t, _)| t.metrics);
     let rule = match tenant {
         None => {
             // Root's run holds to the daemon's trust policy, as root's own runs do.
@@ -587,7 +674,7 @@ fn check_run(
         argv.extend(["-p".to_string(), pid.to_string(), "--follow".to_string()]);
     }
     argv.push("--attached-to-stdin".into());
-    Ok(Agreed { argv, rule, quota, trust })
+    Ok(Agreed { argv, rule, quota, trust, metrics })
 }
 
 /// `-p PID` of a tenant: a process within its scope, and never pid 1.
@@ -694,6 +781,19 @@ async fn session(
         flags.push(("--plugin-file", format!("{name}=/proc/self/fd/")));
         fds.push(fd);
     }
+    // The run's metrics, read by a thread of their own for the daemon's endpoint.
+    let export = match agreed.metrics {
+        true => match pipe() {
+            Ok((read, write)) => Some((read, write)),
+            Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
+        },
+        false => None,
+    };
+    let export_read = export.map(|(read, write)| {
+        flags.push(("--export-fd", String::new()));
+        fds.push(write);
+        read
+    });
     for (flag, fd) in [("--recording-fd", recording), ("--flamegraph-fd", flamegraph)] {
         if let Some(fd) = fd {
             flags.push((flag, String::new()));
@@ -712,10 +812,18 @@ async fn session(
         .stderr(stderr)
         .kill_on_drop(true)
         .spawn();
+    // The descriptors the run inherited are closed here: the end of the run is the end
+    // of its metrics.
+    drop(command);
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => return refuse(&mut wr, format!("cannot start the run: {e}")).await,
     };
+    if let Some(read) = export_read {
+        state.exported().insert(id, Exported { user: peer.user.clone(), snapshot: None });
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || read_metrics(&state, id, read));
+    }
     let run_pid = child.id();
     if let Some(s) = state.sessions().get_mut(&id) {
         s.run_pid = run_pid;
@@ -805,6 +913,38 @@ fn stop(pid: Option<u32>, signal: libc::c_int) {
     }
 }
 
+/// A pipe, both ends close-on-exec.
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = std::io::pipe()?;
+    Ok((read.into(), write.into()))
+}
+
+/// Read a session's metrics until its run ends, keeping the latest snapshot. What the run
+/// writes is untrusted (it is the tenant's user by then): a frame over the bound or that
+/// does not decode ends the session's metrics, and the rest is read and thrown away, so
+/// that the run never waits on a full pipe.
+fn read_metrics(state: &State, id: u64, read: OwnedFd) {
+    let mut file = std::fs::File::from(read);
+    let why = loop {
+        match crate::export::wire::read_frame(&mut file) {
+            Ok(Some(payload)) => match crate::export::wire::decode(&payload) {
+                Ok(snapshot) => match state.exported().get_mut(&id) {
+                    Some(e) => e.snapshot = Some(Arc::new(snapshot)),
+                    None => break None,
+                },
+                Err(e) => break Some(e),
+            },
+            Ok(None) => return,
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    if let Some(why) = why {
+        eprintln!("wasmtap daemon: session {id}: its metrics are left out: {why}");
+        state.exported().remove(&id);
+    }
+    let _ = std::io::copy(&mut file, &mut std::io::sink());
+}
+
 /// Removes a session from the list when it ends, however it ends.
 struct Forget {
     state: Arc<State>,
@@ -814,6 +954,7 @@ struct Forget {
 impl Drop for Forget {
     fn drop(&mut self) {
         self.state.sessions().remove(&self.id);
+        self.state.exported().remove(&self.id);
     }
 }
 
