@@ -197,10 +197,16 @@ fn to_daemon(
 
 /// `ADDR:PORT`, or `:PORT` for every address.
 fn listen(addr: &str) -> anyhow::Result<TcpListener> {
+    listen_as("--serve", addr)
+}
+
+/// Listen on `addr` (`ADDR:PORT`, or `:PORT` for every address), non-blocking; errors
+/// name `what` was given it (`--serve`, `daemon.metrics`).
+pub fn listen_as(what: &str, addr: &str) -> anyhow::Result<TcpListener> {
     let full = if addr.starts_with(':') { format!("0.0.0.0{addr}") } else { addr.to_string() };
     let parsed: SocketAddr =
-        full.parse().map_err(|_| anyhow::anyhow!("--serve {addr}: expected ADDRESS:PORT (127.0.0.1:9464) or :PORT"))?;
-    let listener = TcpListener::bind(parsed).with_context(|| format!("--serve {addr}: cannot listen there"))?;
+        full.parse().map_err(|_| anyhow::anyhow!("{what} {addr}: expected ADDRESS:PORT (127.0.0.1:9464) or :PORT"))?;
+    let listener = TcpListener::bind(parsed).with_context(|| format!("{what} {addr}: cannot listen there"))?;
     listener.set_nonblocking(true)?;
     Ok(listener)
 }

@@ -120,7 +120,8 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
     let trust = Trust::for_run(opts.trust.as_deref())?;
     check_signers(&policy, &trust)?;
     let socket = opts.socket.clone().unwrap_or_else(|| policy.socket.clone());
-    let metrics_listener = policy.metrics.as_deref().map(listen_metrics).transpose()?;
+    let metrics_listener =
+        policy.metrics.as_deref().map(|addr| crate::export::serve::listen_as("daemon.metrics", addr)).transpose()?;
     let exe = std::env::current_exe().context("cannot find the wasmtap executable")?;
     let state = Arc::new(State {
         policy_path: opts.policy.clone(),
@@ -145,17 +146,6 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
         }
         listen(state, socket).await
     })
-}
-
-/// Listen for the daemon's `/metrics` (a bad or busy address stops the daemon now).
-fn listen_metrics(addr: &str) -> anyhow::Result<std::net::TcpListener> {
-    let full = if addr.starts_with(':') { format!("0.0.0.0{addr}") } else { addr.to_string() };
-    let parsed: std::net::SocketAddr =
-        full.parse().map_err(|_| anyhow::anyhow!("daemon.metrics {addr}: expected ADDRESS:PORT or :PORT"))?;
-    let listener =
-        std::net::TcpListener::bind(parsed).with_context(|| format!("daemon.metrics {addr}: cannot listen there"))?;
-    listener.set_nonblocking(true)?;
-    Ok(listener)
 }
 
 /// The daemon's `/metrics`: every exporting session's latest snapshot, its series labelled
