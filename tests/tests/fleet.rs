@@ -17,9 +17,14 @@ fn free_port() -> u16 {
 
 /// A GET over HTTP/1.0: the status code and the body.
 fn http_get(port: u16, path: &str) -> Option<(u32, String)> {
+    http_get_accepting(port, path, "*/*")
+}
+
+/// A GET over HTTP/1.0 with this `Accept` header.
+fn http_get_accepting(port: u16, path: &str, accept: &str) -> Option<(u32, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\n\r\n").ok()?;
     let mut reply = String::new();
     s.read_to_string(&mut reply).ok()?;
     let (head, body) = reply.split_once("\r\n\r\n")?;
@@ -216,6 +221,32 @@ fn promtool_accepts_a_scrape_taken_mid_run_with_every_vetted_plugin_at_once() {
         .output()
         .expect("run promtool");
     assert!(check.status.success(), "promtool: {}{}\n{scrape}", stdout(&check), stderr(&check));
+    // Asked the way Prometheus asks, the same families come as OpenMetrics, which the
+    // Prometheus project's own OpenMetrics parser (strict: `_total`, `+Inf`, `# EOF`) reads.
+    let accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let (code, om) = http_get_accepting(port, "/metrics", accept).expect("scrape");
+    assert_eq!(code, 200);
+    std::fs::write(d.join("scrape.om"), &om).unwrap();
+    let python = target_dir().join("otlp-venv/bin/python");
+    let parse = "import sys\nfrom prometheus_client.openmetrics.parser import text_string_to_metric_families as p\n\
+                 for f in p(sys.stdin.read()): print(f.name, f.type, len(f.samples))";
+    let parsed = Command::new(&python)
+        .args(["-c", parse])
+        .stdin(std::fs::File::open(d.join("scrape.om")).unwrap())
+        .output()
+        .expect("run the OpenMetrics parser");
+    assert!(parsed.status.success(), "OpenMetrics parser: {}\n{om}", stderr(&parsed));
+    let om_families: Vec<String> = stdout(&parsed).lines().map(|l| l.split(' ').next().unwrap().to_string()).collect();
+    let classic: Vec<String> = scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| {
+            let (name, ty) = l.split_once(' ').unwrap();
+            if ty == "counter" { name.trim_end_matches("_total") } else { name }.to_string()
+        })
+        .collect();
+    // The run went on between the two scrapes: a family may have come since.
+    assert!(classic.iter().all(|f| om_families.contains(f)), "{classic:?}\n{om_families:?}");
     // Each plugin's accounting is there, and the aggregations of those that count.
     for p in &plugins {
         assert!(scrape.contains(&format!("wasmtap_events_delivered_total{{plugin=\"{p}\"}}")), "{p}\n{scrape}");

@@ -18,6 +18,7 @@
 //! Cardinality is bounded per aggregation ([`MAX_SERIES`], [`MAX_STACK_SERIES`]): keys
 //! beyond the bound are added into one series whose labels read `[other]`.
 
+pub mod openmetrics;
 pub mod otlp;
 pub mod prom;
 pub mod serve;

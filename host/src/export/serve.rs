@@ -226,18 +226,25 @@ fn otlp_endpoint(url: &str) -> anyhow::Result<String> {
 
 async fn serve(listener: TcpListener, sink: Arc<Sink>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-    let metrics = move || {
+    let metrics = move |headers: axum::http::HeaderMap| {
         let sink = sink.clone();
-        async move {
-            let body = prom::exposition(&sink.snapshot());
-            ([(header::CONTENT_TYPE, HeaderValue::from_static(prom::CONTENT_TYPE))], body)
-        }
+        async move { answer(&headers, &prom::families(&sink.snapshot(), &[])) }
     };
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(|| async { "wasmtap: the metrics are at /metrics\n" }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the metrics are at /metrics\n").into_response() });
     let _ = axum::serve(listener, app).await;
+}
+
+/// A scrape's answer: OpenMetrics if the scraper asks for it, else the classic text.
+pub fn answer(headers: &axum::http::HeaderMap, families: &[prometheus::proto::MetricFamily]) -> impl IntoResponse {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (ty, body) = match super::openmetrics::asked(accept) {
+        true => (super::openmetrics::CONTENT_TYPE, super::openmetrics::encode(families)),
+        false => (prom::CONTENT_TYPE, prom::encode(families)),
+    };
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(ty))], body)
 }
 
 async fn push(client: &reqwest::Client, url: &str, sink: &Sink, host: &Host, pushes: &Mutex<Pushes>, final_push: bool) {

@@ -286,3 +286,46 @@ fn sources_merge_by_family_and_a_family_of_another_type_is_left_out() {
     );
     assert_eq!(conflicts, 1);
 }
+
+#[test]
+fn openmetrics_is_served_to_a_scraper_that_asks_with_counters_named_its_way_and_an_eof() {
+    let prometheus_asks = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    assert!(openmetrics::asked(Some(prometheus_asks)));
+    assert!(!openmetrics::asked(Some("text/plain;version=0.0.4")));
+    assert!(!openmetrics::asked(Some("application/openmetrics-text; q=0")));
+    assert!(!openmetrics::asked(None));
+    let sink = Sink::new(&["syscount".into()], 1);
+    sink.add(0, &[syscalls(5, 1)]);
+    let h = agg("nsecs", AggKind::Quantize, &[], vec![entry(&[], hist(&[(1024, 2048, 3), (2048, 4096, 1)], 0))]);
+    let p = agg("lat", AggKind::Percentiles, &[], vec![entry(&[], quantiles(10, 100, &[(500_000, 9)]))]);
+    sink.add(0, &[h, p]);
+    let text = openmetrics::encode(&prom::families(&sink.snapshot(), &[]));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.last(), Some(&"# EOF"), "{text}");
+    assert!(text.contains("# TYPE wasmtap_syscount_syscall counter\n"), "{text}");
+    assert!(
+        text.contains(
+            "wasmtap_syscount_syscall_total{plugin=\"syscount\",aggregation=\"syscall\",syscall=\"read\"} 5\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE wasmtap_syscount_seconds histogram\n"), "{text}");
+    assert!(
+        text.contains("wasmtap_syscount_seconds_bucket{plugin=\"syscount\",aggregation=\"nsecs\",le=\"+Inf\"} 4\n"),
+        "{text}"
+    );
+    assert!(text.contains("wasmtap_syscount_seconds_count{plugin=\"syscount\",aggregation=\"nsecs\"} 4\n"), "{text}");
+    assert!(
+        text.contains("wasmtap_syscount_lat{plugin=\"syscount\",aggregation=\"lat\",quantile=\"0.5\"} 9\n"),
+        "{text}"
+    );
+    // Every sample belongs to the family typed just before it.
+    let mut family = "";
+    for l in &lines {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            family = rest.split(' ').next().unwrap();
+        } else if !l.starts_with('#') {
+            assert!(l.starts_with(family), "{l} outside {family}\n{text}");
+        }
+    }
+}

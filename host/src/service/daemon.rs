@@ -151,15 +151,12 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
 /// The daemon's `/metrics`: every exporting session's latest snapshot, its series labelled
 /// with the session and its user, and the daemon's own gauges.
 async fn serve_metrics(listener: std::net::TcpListener, state: Arc<State>) {
-    use axum::http::{header, HeaderValue, StatusCode};
+    use axum::http::StatusCode;
     use axum::response::IntoResponse;
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-    let metrics = move || {
+    let metrics = move |headers: axum::http::HeaderMap| {
         let state = state.clone();
-        async move {
-            let body = exposition(&state);
-            ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::export::prom::CONTENT_TYPE))], body)
-        }
+        async move { crate::export::serve::answer(&headers, &families(&state)) }
     };
     let app = axum::Router::new()
         .route("/metrics", axum::routing::get(metrics))
@@ -168,8 +165,8 @@ async fn serve_metrics(listener: std::net::TcpListener, state: Arc<State>) {
     let _ = axum::serve(listener, app).await;
 }
 
-/// One exposition of every exporting session.
-fn exposition(state: &State) -> String {
+/// The metric families of every exporting session, and the daemon's own.
+fn families(state: &State) -> Vec<prometheus::proto::MetricFamily> {
     use crate::export::prom;
     let sessions: Vec<(u64, String)> = state.sessions().iter().map(|(id, s)| (*id, s.info.user.clone())).collect();
     let exported: Vec<(u64, String, Option<Arc<crate::export::Snapshot>>)> =
@@ -197,8 +194,7 @@ fn exposition(state: &State) -> String {
         let Some(snapshot) = snapshot else { continue };
         sources.push(prom::families(&snapshot, &[("session", id.to_string()), ("user", user)]));
     }
-    let (families, _conflicts) = prom::merge(sources);
-    prom::encode(&families)
+    prom::merge(sources).0
 }
 
 async fn listen(state: Arc<State>, socket: PathBuf) -> anyhow::Result<()> {
