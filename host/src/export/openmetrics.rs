@@ -10,6 +10,8 @@ use std::fmt::Write;
 
 use prometheus::proto::{LabelPair, Metric, MetricFamily, MetricType};
 
+use crate::output::escape;
+
 /// The content type of what [`encode`] writes.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -109,18 +111,4 @@ fn number(v: f64) -> String {
     } else {
         v.to_string()
     }
-}
-
-/// Backslash, newline and (in label values) double quote escaped.
-fn escape(s: &str, quote: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '"' if quote => out.push_str("\\\""),
-            c => out.push(c),
-        }
-    }
-    out
 }

@@ -30,10 +30,8 @@ pub fn exposition(snapshot: &Snapshot) -> String {
 
 /// Metric families as one exposition.
 pub fn encode(families: &[MetricFamily]) -> String {
-    // A family without a series (no session yet) is not written: the encoder refuses it.
-    let families: Vec<MetricFamily> = families.iter().filter(|f| !f.get_metric().is_empty()).cloned().collect();
     let mut buf = Vec::new();
-    match TextEncoder::new().encode(&families, &mut buf) {
+    match TextEncoder::new().encode(families, &mut buf) {
         Ok(()) => String::from_utf8(buf).unwrap_or_default(),
         // Only a family without samples or a sample of the wrong type is refused; both
         // are left out by `families`.

@@ -88,7 +88,8 @@ impl Exporter {
             .spawn(move || {
                 runtime.block_on(async move {
                     if let Some(listener) = listener {
-                        tokio::spawn(serve(listener, thread_sink.clone()));
+                        let sink = thread_sink.clone();
+                        tokio::spawn(serve(listener, move || prom::families(&sink.snapshot(), &[])));
                     }
                     let host = Host::this();
                     match (client, url) {
@@ -224,11 +225,16 @@ fn otlp_endpoint(url: &str) -> anyhow::Result<String> {
     })
 }
 
-async fn serve(listener: TcpListener, sink: Arc<Sink>) {
+/// Serve `/metrics` on `listener`, each scrape answered with what `families` makes then
+/// (a run's snapshot, or the daemon's sessions).
+pub async fn serve<F>(listener: TcpListener, families: F)
+where
+    F: Fn() -> Vec<prometheus::proto::MetricFamily> + Clone + Send + Sync + 'static,
+{
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
     let metrics = move |headers: axum::http::HeaderMap| {
-        let sink = sink.clone();
-        async move { answer(&headers, &prom::families(&sink.snapshot(), &[])) }
+        let families = families.clone();
+        async move { answer(&headers, &families()) }
     };
     let app = Router::new()
         .route("/metrics", get(metrics))

@@ -120,22 +120,16 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
     let accounting = wire
         .accounting
         .into_iter()
-        .map(|a| {
-            let mut dropped = [("", 0); 4];
-            for (i, n) in a.dropped.iter().enumerate() {
-                dropped[i] = (DROP_REASONS[i], *n);
-            }
-            Accounted {
-                plugin: a.plugin,
-                generated: a.generated,
-                kernel_filtered: a.kernel_filtered,
-                emitted: a.emitted,
-                filtered: a.filtered,
-                delivered: a.delivered,
-                dropped,
-                faults: a.faults,
-                restarts: a.restarts,
-            }
+        .map(|a| Accounted {
+            dropped: std::array::from_fn(|i| (DROP_REASONS[i], a.dropped[i])),
+            plugin: a.plugin,
+            generated: a.generated,
+            kernel_filtered: a.kernel_filtered,
+            emitted: a.emitted,
+            filtered: a.filtered,
+            delivered: a.delivered,
+            faults: a.faults,
+            restarts: a.restarts,
         })
         .collect();
     let mut plugins = Vec::new();

@@ -31,6 +31,7 @@ use json::{quote, Object};
 
 pub use flamegraph::flamegraph_svg;
 pub use folded::stack as folded_stack;
+pub(crate) use prometheus::escape;
 pub use prometheus::{label_names, metric_name};
 
 /// The folded lines of one stack aggregation, kept for the flame graph.

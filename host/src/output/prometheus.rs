@@ -172,7 +172,7 @@ fn braces(labels: &str, extra: Option<String>) -> String {
 
 /// Escapes of the exposition format (`\\`, `\n`, and `\"` in label values); other
 /// control characters from traced programs become `?`.
-fn escape(s: &str, quoted: bool) -> String {
+pub(crate) fn escape(s: &str, quoted: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

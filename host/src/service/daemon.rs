@@ -142,27 +142,13 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
         .context("cannot start the daemon's runtime")?;
     rt.block_on(async move {
         if let Some(listener) = metrics_listener {
-            tokio::spawn(serve_metrics(listener, state.clone()));
+            // The daemon's `/metrics`: every exporting session's latest snapshot, its
+            // series labelled with the session and its user, and the daemon's own gauges.
+            let state = state.clone();
+            tokio::spawn(crate::export::serve::serve(listener, move || families(&state)));
         }
         listen(state, socket).await
     })
-}
-
-/// The daemon's `/metrics`: every exporting session's latest snapshot, its series labelled
-/// with the session and its user, and the daemon's own gauges.
-async fn serve_metrics(listener: std::net::TcpListener, state: Arc<State>) {
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-    let metrics = move |headers: axum::http::HeaderMap| {
-        let state = state.clone();
-        async move { crate::export::serve::answer(&headers, &families(&state)) }
-    };
-    let app = axum::Router::new()
-        .route("/metrics", axum::routing::get(metrics))
-        .route("/", axum::routing::get(|| async { "wasmtap daemon: the metrics are at /metrics\n" }))
-        .fallback(|| async { (StatusCode::NOT_FOUND, "not found: the metrics are at /metrics\n").into_response() });
-    let _ = axum::serve(listener, app).await;
 }
 
 /// The metric families of every exporting session, and the daemon's own.
@@ -180,14 +166,18 @@ fn families(state: &State) -> Vec<prometheus::proto::MetricFamily> {
     let gauge = |pick: fn(&(u64, u64)) -> u64| {
         by_user.iter().map(|(user, n)| (vec![("user", user.clone())], pick(n) as f64)).collect::<Vec<_>>()
     };
-    let own = vec![
-        prom::gauges("wasmtap_daemon_sessions", "Sessions running, by user", gauge(|n| n.0)),
-        prom::gauges(
-            "wasmtap_daemon_sessions_exported",
-            "Sessions whose metrics are on this endpoint, by user",
-            gauge(|n| n.1),
-        ),
-    ];
+    // With no session, no gauge family: the encoder refuses a family without series.
+    let own = match by_user.is_empty() {
+        true => Vec::new(),
+        false => vec![
+            prom::gauges("wasmtap_daemon_sessions", "Sessions running, by user", gauge(|n| n.0)),
+            prom::gauges(
+                "wasmtap_daemon_sessions_exported",
+                "Sessions whose metrics are on this endpoint, by user",
+                gauge(|n| n.1),
+            ),
+        ],
+    };
     // Rendering happens here, on the scrape: a session's run only sends its snapshot.
     let mut sources = vec![own];
     for (id, user, snapshot) in exported {
