@@ -110,6 +110,33 @@ struct {
 	__type(value, struct wt_agg_task_starts);
 } AGG_TASK_STARTS SEC(".maps");
 
+/*
+ * The syscall in flight on each CPU, for a run whose syscall sites do one thing: time
+ * each syscall of the current thread, entry to exit (cfg_agg_sys_interval; syslatency's
+ * shape). Its start is kept in this CPU's record, tagged with the task, where task
+ * storage would cost a lookup at each end. A syscall ends on the CPU it started on
+ * unless its thread was switched out in between; the switch moves the start into the
+ * thread's task storage (wt_agg_sys_move), where the end looks when the record is not
+ * its own. The programs that touch the record run with preemption off (a tracepoint's
+ * programs do) and never in an interrupt, so each sees it whole.
+ */
+const volatile __u32 cfg_agg_sys_interval = 0; /* the aggregation's id + 1; 0: no such run */
+
+#define WT_PF_EXITING 0x4 /* task_struct.flags: the task is exiting */
+
+struct wt_agg_in_flight {
+	__u64 task; /* the task whose start this is; 0: none */
+	__u64 ts;
+	__s64 id;   /* the syscall's number at its entry */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct wt_agg_in_flight);
+} AGG_IN_FLIGHT SEC(".maps");
+
 /* Log2 histograms keyed by the syscall number alone (WT_SLOTS_SYSCALL_BUCKETS): a slot
  * per syscall and bucket; sized by the host to the aggregations that use it. */
 struct {
@@ -460,6 +487,56 @@ static __always_inline void wt_agg_comm_update(const struct wt_agg_action *a, __
 		wt_agg_fold(cur, v);
 }
 
+/* The sample `v` of action `a` (a value, or an interval's length) into its slot, or
+ * into the hash under key `k`, which the caller zeroed (at the top of its program:
+ * zeroed later, the verifier's states of the action loop no longer prune). */
+static __always_inline void wt_agg_put(const struct wt_agg_ctx *c, const struct wt_agg_action *a, __u64 v,
+				       struct wt_agg_key *k)
+{
+	int i;
+
+	if (a->fn == WT_FN_LOG2)
+		k->bucket = wt_log2_bucket((__s64)v);
+	else if (a->fn == WT_FN_LINEAR)
+		k->bucket = wt_linear_bucket(a, (__s64)v);
+	if (a->slots == WT_SLOTS_COMM) {
+		wt_agg_comm_update(a, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
+		return;
+	}
+	if (a->slots == WT_SLOTS_SYSCALL_BUCKETS) {
+		if (wt_agg_sys_hist_update(c, a, k->bucket, (__s64)v))
+			return;
+	} else if (a->slots && wt_agg_array_update(c, a, k->bucket, a->fn == WT_FN_COUNT ? 0 : (__s64)v)) {
+		return;
+	}
+	k->agg = a->agg;
+	for (i = 0; i < WT_AGG_KEYS; i++) {
+		const struct wt_agg_src *s = &a->keys[i];
+
+		if (s->src == WT_SRC_NONE)
+			break;
+		if (s->src == WT_SRC_COMM)
+			bpf_get_current_comm(&k->comm, sizeof(k->comm));
+		else if (wt_agg_read(c, s, &k->parts[i]))
+			return;
+	}
+	wt_agg_update(k, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
+}
+
+/* Whether the action wants syscall `id` (its syscall filter); one it does not is counted
+ * as filtered. */
+static __always_inline int wt_agg_wants_syscall(const struct wt_agg_action *a, __s64 id)
+{
+	__u32 nr = (__u32)id;
+
+	if (!a->filter_syscalls)
+		return 1;
+	if (id >= 0 && nr < 512 && (a->syscalls[(nr >> 3) & 63] & (1 << (nr & 7))))
+		return 1;
+	wt_count(WT_AGG_KIND, WT_SLOT_FILTERED);
+	return 0;
+}
+
 static __always_inline void wt_agg_act(struct wt_agg_ctx *c, const struct wt_agg_action *a)
 {
 	const void *base = c->data ? c->data : (const void *)c->sys;
@@ -488,14 +565,8 @@ static __always_inline void wt_agg_act(struct wt_agg_ctx *c, const struct wt_agg
 				return;
 		}
 	}
-	if (a->filter_syscalls) {
-		__u32 nr = (__u32)c->id;
-
-		if (c->id < 0 || nr >= 512 || !(a->syscalls[(nr >> 3) & 63] & (1 << (nr & 7)))) {
-			wt_count(WT_AGG_KIND, WT_SLOT_FILTERED);
-			return;
-		}
-	}
+	if (!wt_agg_wants_syscall(a, c->id))
+		return;
 	if (!wt_preds_pass(WT_AGG_KIND, &a->preds, base))
 		return;
 	if (a->corr.flags & (WT_SRC_CURRENT | WT_SRC_NAMED)) {
@@ -568,32 +639,7 @@ static __always_inline void wt_agg_act(struct wt_agg_ctx *c, const struct wt_agg
 	} else if (a->fn != WT_FN_COUNT && wt_agg_read(c, &a->value, &v)) {
 		return;
 	}
-	if (a->fn == WT_FN_LOG2)
-		k.bucket = wt_log2_bucket((__s64)v);
-	else if (a->fn == WT_FN_LINEAR)
-		k.bucket = wt_linear_bucket(a, (__s64)v);
-	if (a->slots == WT_SLOTS_COMM) {
-		wt_agg_comm_update(a, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
-		return;
-	}
-	if (a->slots == WT_SLOTS_SYSCALL_BUCKETS) {
-		if (wt_agg_sys_hist_update(c, a, k.bucket, (__s64)v))
-			return;
-	} else if (a->slots && wt_agg_array_update(c, a, k.bucket, a->fn == WT_FN_COUNT ? 0 : (__s64)v)) {
-		return;
-	}
-	k.agg = a->agg;
-	for (i = 0; i < WT_AGG_KEYS; i++) {
-		const struct wt_agg_src *s = &a->keys[i];
-
-		if (s->src == WT_SRC_NONE)
-			break;
-		if (s->src == WT_SRC_COMM)
-			bpf_get_current_comm(&k.comm, sizeof(k.comm));
-		else if (wt_agg_read(c, s, &k.parts[i]))
-			return;
-	}
-	wt_agg_update(&k, a->fn == WT_FN_COUNT ? 0 : (__s64)v);
+	wt_agg_put(c, a, v, &k);
 }
 
 static __always_inline void wt_agg_run(struct wt_agg_ctx *c, __u32 site)
@@ -618,11 +664,125 @@ static __always_inline void wt_agg_run(struct wt_agg_ctx *c, __u32 site)
 	}
 }
 
+/* Whether syscall number `id` may be a sigreturn, which restores the registers and
+ * sets orig_ax to -1: rt_sigreturn (x86_64, and x32's with its bit), sigreturn and
+ * rt_sigreturn of 32-bit tasks (119 and 173; 15 is their chmod, read as well). */
+static __always_inline bool wt_sys_sigreturn(__s64 id)
+{
+	return id == 15 || id == 119 || id == 173 || id == (0x40000000 | 513);
+}
+
+/* cfg_agg_sys_interval: the syscall `id` starts on the current thread. */
+static __always_inline void wt_agg_sys_start(__s64 id)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0, site = WT_AGG_SYS_ENTER;
+	struct wt_agg_in_flight *f;
+	struct wt_agg_site *s;
+
+	if (!wt_pass_task(WT_AGG_KIND, task->tgid))
+		return;
+	s = bpf_map_lookup_elem(&AGG_SITES, &site);
+	f = bpf_map_lookup_elem(&AGG_IN_FLIGHT, &zero);
+	if (!s || !f)
+		return;
+	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
+	if (!wt_agg_wants_syscall(&s->a[0], id))
+		return;
+	/* Another task's start, neither ended nor moved at a switch (the move found no
+	 * task storage): lost, and counted. */
+	if (f->task && f->task != (__u64)task)
+		wt_agg_lose(cfg_agg_sys_interval - 1, WT_LOSS_STARTS_FULL, 1);
+	f->task = (__u64)task;
+	f->id = id;
+	/* Stamped last: the interval leaves out the collector's own work. */
+	f->ts = bpf_ktime_get_ns();
+}
+
+/* cfg_agg_sys_interval: the current thread's syscall returns `ret`. */
+static __always_inline void wt_agg_sys_end(const struct pt_regs *regs, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0, site = WT_AGG_SYS_EXIT, slot = cfg_agg_sys_interval - 1;
+	const struct wt_agg_action *a;
+	struct wt_agg_in_flight *f;
+	struct wt_agg_ctx c = {};
+	struct wt_agg_key k = {};
+	struct wt_agg_site *s;
+	__u64 now, start;
+	bool own;
+
+	if (!wt_pass_task(WT_AGG_KIND, task->tgid))
+		return;
+	s = bpf_map_lookup_elem(&AGG_SITES, &site);
+	f = bpf_map_lookup_elem(&AGG_IN_FLIGHT, &zero);
+	if (!s || !f)
+		return;
+	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
+	a = &s->a[0];
+	own = f->task == (__u64)task;
+	/* The number as the general path reads it at the exit (orig_ax). Only a sigreturn
+	 * rewrites the register during the syscall, so any other number is the one its
+	 * entry saw, kept in the record: a read of the register costs about 50 ns. */
+	if (own && !wt_sys_sigreturn(f->id))
+		c.id = f->id;
+	else
+		c.id = BPF_CORE_READ(regs, orig_ax);
+	c.pid_tgid = ((__u64)task->tgid << 32) | (__u32)task->pid;
+	c.sys[0] = c.id;
+	c.sys[1] = ret;
+	if (!wt_agg_wants_syscall(a, c.id) || !wt_preds_pass(WT_AGG_KIND, &a->preds, c.sys))
+		return;
+	now = bpf_ktime_get_ns();
+	if (own) {
+		start = f->ts;
+		f->task = 0;
+	} else {
+		/* Switched out since it started: the start was moved to the task. */
+		struct wt_agg_task_starts *t = bpf_task_storage_get(&AGG_TASK_STARTS, task, 0, 0);
+
+		if (!t || slot >= WT_AGG_TASK_STARTS)
+			return;
+		start = t->ts[slot];
+		t->ts[slot] = 0;
+	}
+	if (start)
+		wt_agg_put(&c, a, now - start, &k);
+}
+
+/* cfg_agg_sys_interval: the current thread is being switched out; the start of its
+ * syscall in flight goes with it (a thread that is exiting has none to end). */
+static __always_inline void wt_agg_sys_move(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0, slot = cfg_agg_sys_interval - 1;
+	struct wt_agg_task_starts *t;
+	struct wt_agg_in_flight *f;
+
+	if (!cfg_agg_sys_interval)
+		return;
+	f = bpf_map_lookup_elem(&AGG_IN_FLIGHT, &zero);
+	if (!f || f->task != (__u64)task)
+		return;
+	f->task = 0;
+	if ((task->flags & WT_PF_EXITING) || slot >= WT_AGG_TASK_STARTS)
+		return;
+	t = bpf_task_storage_get(&AGG_TASK_STARTS, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (t)
+		t->ts[slot] = f->ts;
+	else
+		wt_agg_lose(slot, WT_LOSS_STARTS_FULL, 1);
+}
+
 SEC("raw_tp/sys_enter")
 int BPF_PROG(wt_agg_sys_enter, struct pt_regs *regs, long id)
 {
 	struct wt_agg_ctx c = {};
 
+	if (cfg_agg_sys_interval) {
+		wt_agg_sys_start(id);
+		return 0;
+	}
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
 		return 0;
@@ -638,6 +798,10 @@ int BPF_PROG(wt_agg_sys_exit, struct pt_regs *regs, long ret)
 {
 	struct wt_agg_ctx c = {};
 
+	if (cfg_agg_sys_interval) {
+		wt_agg_sys_end(regs, ret);
+		return 0;
+	}
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32))
 		return 0;
@@ -739,6 +903,7 @@ int BPF_PROG(wt_agg_sched_switch, bool preempt, struct task_struct *prev, struct
 	struct wt_sched_switch_entry e = {};
 	struct wt_agg_ctx c = {};
 
+	wt_agg_sys_move();
 	if (!prev || !next)
 		return 0;
 	wt_agg_comm(e.prev_comm, prev);
@@ -753,6 +918,15 @@ int BPF_PROG(wt_agg_sched_switch, bool preempt, struct task_struct *prev, struct
 	c.named[1] = next;
 	c.named_off[1] = 56;
 	wt_agg_sched(&c, &e, WT_AGG_SCHED_SWITCH);
+	return 0;
+}
+
+/* The switch for cfg_agg_sys_interval alone, when no aggregation uses sched_switch (a
+ * raw tracepoint: the current task is the one switched out). */
+SEC("raw_tp/sched_switch")
+int BPF_PROG(wt_agg_sys_switch)
+{
+	wt_agg_sys_move();
 	return 0;
 }
 

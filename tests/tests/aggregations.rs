@@ -61,6 +61,35 @@ fn syscall_counts_in_the_kernel_are_what_streaming_counts_exactly() {
     assert_eq!(kernel, streamed);
 }
 
+/// syslatency alone keeps each syscall's start in a per-CPU record of the syscall in
+/// flight, moved to the thread when it is switched out. A hundred children on two CPUs,
+/// blocked on pipes and preempted in their calls: every syscall is still timed once,
+/// exactly as the streamed events of the same run count them, and no start is lost.
+#[test]
+fn syscalls_timed_across_switches_are_each_timed_once_as_streaming_counts_them() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let cmd = format!("{} 100 1000 0", workload("fanout").display());
+    let o = run(wasmtap().args(["run", "syslatency", "--param", "mode=compare", "-c", &cmd, "-o", "json"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let lines = json_lines(&out);
+    let total = |h: &Vec<(i64, u64)>| h.iter().map(|(_, n)| n).sum::<u64>();
+    let per_syscall = |name: &str| -> BTreeMap<String, u64> {
+        hist(&lines, name).iter().map(|(k, h)| (k.clone(), total(h))).collect()
+    };
+    let (kernel, streamed) = (per_syscall("nanoseconds"), per_syscall("nanoseconds_streamed"));
+    assert_eq!(kernel.get("getppid"), Some(&100_000), "{kernel:?}");
+    // Each child blocks in two reads of a pipe.
+    assert!(kernel.get("read").is_some_and(|n| *n >= 200), "{kernel:?}");
+    assert_eq!(kernel, streamed, "in-kernel and streamed counts differ");
+    let acct = &lines.iter().find(|v| v["type"] == "accounting").expect("accounting")["data"];
+    let losses = &acct["kernel"]["losses"];
+    assert!(losses.as_object().is_none_or(|m| m.is_empty()), "{losses}");
+}
+
 #[test]
 fn syscall_latency_in_the_kernel_is_within_one_bucket_of_streamed() {
     if !require_root() {

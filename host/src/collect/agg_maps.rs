@@ -168,6 +168,27 @@ pub fn tid_keyed_aggs(sites: &[SiteConfig]) -> Vec<u32> {
     ids
 }
 
+/// The aggregation whose interval is all the syscall sites do, if there is one: one
+/// action at the entry, starting it on the current thread with no condition but the
+/// syscall filter, and one at the exit, ending it (`cfg_agg_sys_interval`; syslatency's
+/// shape). The kernel keeps such a start in a per-CPU record of the syscall in flight
+/// rather than in task storage. Read back from the encoded actions (`struct
+/// wt_agg_action`: role at 4, the correlation's flags at 50, the first condition's
+/// operator at 84).
+pub fn sys_interval(sites: &[SiteConfig]) -> Option<u32> {
+    const ROLE_START: u8 = 1;
+    const ROLE_END: u8 = 2;
+    const SRC_CURRENT: u8 = 4;
+    let one = |attach: SiteAttach| match sites.iter().find(|s| s.attach == attach) {
+        Some(SiteConfig { actions, .. }) if actions.len() == 1 && actions[0][50] & SRC_CURRENT != 0 => Some(actions[0]),
+        _ => None,
+    };
+    let (start, end) = (one(SiteAttach::SysEnter)?, one(SiteAttach::SysExit)?);
+    let id = agg_of(&start);
+    let fits = start[4] == ROLE_START && start[84] == 0 && end[4] == ROLE_END && agg_of(&end) == id;
+    (fits && id < TASK_STARTS).then_some(id)
+}
+
 /// `struct wt_agg_tid_aggs` for `ids`; none if there are more than the kernel holds.
 pub fn tid_aggs_bytes(ids: &[u32]) -> Option<[u8; TID_AGGS_BYTES]> {
     if ids.len() > TID_AGGS_MAX {

@@ -160,6 +160,12 @@ pub(super) fn attach_aggs(
     if !sched.is_empty() {
         attach_sched(obj, &sched, btf)?;
     }
+    // A syscall timed in the per-CPU record moves to its thread when the thread is
+    // switched out: attached before the syscall sites, so that no start is left behind.
+    // The scheduler's own program does it when it is attached.
+    if crate::collect::agg_maps::sys_interval(&config.aggs).is_some() && !sched.contains(&SchedTp::Switch) {
+        attach_raw(obj, "wt_agg_sys_switch", "sched_switch")?;
+    }
     let mut fd = None;
     for site in &config.aggs {
         match &site.attach {

@@ -62,6 +62,8 @@ pub(super) struct Globals {
     pub(super) emit_fork: u32,
     pub(super) emit_exit: u32,
     pub(super) quota_per_window: u64,
+    /// The aggregation id + 1 of the interval that is all the syscall sites do; 0: none.
+    pub(super) agg_sys_interval: u32,
 }
 
 impl Globals {
@@ -88,6 +90,7 @@ impl Globals {
             emit_fork: flag(config.kinds.contains(&Kind::Fork)),
             emit_exit: flag(config.kinds.contains(&Kind::Exit)),
             quota_per_window: config.quota.map_or(0, |q| q.window().0),
+            agg_sys_interval: crate::collect::agg_maps::sys_interval(&config.aggs).map_or(0, |id| id + 1),
         }
     }
 }
@@ -118,7 +121,8 @@ pub(super) fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals
         .override_global("cfg_filter_args", &g.args, false)
         .override_global("cfg_emit_fork", &g.emit_fork, false)
         .override_global("cfg_emit_exit", &g.emit_exit, false)
-        .override_global("cfg_quota_per_window", &g.quota_per_window, true);
+        .override_global("cfg_quota_per_window", &g.quota_per_window, true)
+        .override_global("cfg_agg_sys_interval", &g.agg_sys_interval, false);
     let bytes = match c {
         Collector::Syscalls => SYSCALLS_OBJ,
         Collector::Proc => PROC_OBJ,
