@@ -63,15 +63,17 @@ fn syscall_counts_in_the_kernel_are_what_streaming_counts_exactly() {
 
 /// syslatency alone keeps each syscall's start in a per-CPU record of the syscall in
 /// flight, moved to the thread when it is switched out. A hundred children on two CPUs,
-/// blocked on pipes and preempted in their calls: every syscall is still timed once,
-/// exactly as the streamed events of the same run count them, and no start is lost.
+/// blocked on pipes and in wait4, some preempted in their calls: every syscall is still
+/// timed once, exactly as the streamed events of the same run count them, and no start
+/// is lost. (200 calls each: the whole run's records fit the ring, which a burst of
+/// 100,000 calls from a hundred children can fill, losing streamed events, counted.)
 #[test]
 fn syscalls_timed_across_switches_are_each_timed_once_as_streaming_counts_them() {
     if !require_root() {
         return;
     }
     let _g = serial();
-    let cmd = format!("{} 100 1000 0", workload("fanout").display());
+    let cmd = format!("{} 100 200 0", workload("fanout").display());
     let o = run(wasmtap().args(["run", "syslatency", "--param", "mode=compare", "-c", &cmd, "-o", "json"]));
     let (out, err) = (stdout(&o), stderr(&o));
     assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
@@ -81,11 +83,13 @@ fn syscalls_timed_across_switches_are_each_timed_once_as_streaming_counts_them()
         hist(&lines, name).iter().map(|(k, h)| (k.clone(), total(h))).collect()
     };
     let (kernel, streamed) = (per_syscall("nanoseconds"), per_syscall("nanoseconds_streamed"));
-    assert_eq!(kernel.get("getppid"), Some(&100_000), "{kernel:?}");
+    assert_eq!(kernel.get("getppid"), Some(&20_000), "{kernel:?}");
     // Each child blocks in two reads of a pipe.
     assert!(kernel.get("read").is_some_and(|n| *n >= 200), "{kernel:?}");
-    assert_eq!(kernel, streamed, "in-kernel and streamed counts differ");
     let acct = &lines.iter().find(|v| v["type"] == "accounting").expect("accounting")["data"];
+    let kinds = &acct["kernel"]["kinds"];
+    assert_eq!((u(&kinds["sys_enter"]["dropped"]), u(&kinds["sys_exit"]["dropped"])), (0, 0), "{kinds}");
+    assert_eq!(kernel, streamed, "in-kernel and streamed counts differ");
     let losses = &acct["kernel"]["losses"];
     assert!(losses.as_object().is_none_or(|m| m.is_empty()), "{losses}");
 }
