@@ -3,7 +3,7 @@
 //! question: the same facts from the same recording, byte for byte, and exact counts
 //! live. Live tests need root and BPF: in CI they run and must pass.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use wasmtap_tests::*;
@@ -84,4 +84,54 @@ fn the_c_opensnoop_reports_the_same_opens_as_the_rust_one_in_the_same_run() {
     let creates = mine.iter().filter(|r| r["FLAGS"].as_str().is_some_and(|f| f.contains("O_CREAT"))).count();
     let want = format!("create {creates} open {} success {} fail {failed}", mine.len() - creates, mine.len() - failed);
     assert_eq!(truth.trim(), want);
+}
+
+/// A fixture in C (`tests/c-fixtures/NAME.c`), built with the C SDK's tool.
+fn c_fixture(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("c-fixtures").join(format!("{name}.c"));
+    let out = target_dir().join("c-fixtures").join(format!("{name}.wasm"));
+    let o = run(std::process::Command::new(target_dir().join("release/wasmtap-c"))
+        .arg("build")
+        .arg("-o")
+        .arg(&out)
+        .arg(&src));
+    assert!(o.status.success(), "building {}: {}", src.display(), stderr(&o));
+    out
+}
+
+/// Hostile plugins in C are stopped as the Rust ones are, each alone, with the same
+/// messages, while syscount beside them counts every getppid.
+#[test]
+fn hostile_c_plugins_are_stopped_with_the_rust_ones_messages_while_syscount_stays_exact() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let hostile = ["c-spin", "c-membomb", "c-abort"];
+    let cmd = format!("{} 1000000", workload("getppid_loop").display());
+    let mut c = wasmtap();
+    c.args(["run", "syscount", "--param", "syscount.top=0"]);
+    for h in hostile {
+        c.arg(c_fixture(h));
+    }
+    let o = run(c.args(["-c", &cmd, "-o", "json", "--deadline", "100ms"]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "disabled plugins make the run end with problems\n{err}");
+    let lines = json_lines(&out);
+    let count = lines.iter().find_map(|v| v["data"]["@syscall"]["getppid"].as_u64());
+    assert_eq!(count, Some(1_000_000), "{out}");
+    let acct = accounting(&lines);
+    let good = plugin(acct, "syscount");
+    assert!(good["disabled"].is_null() && u(&good["faults"]) == 0, "{good}");
+    for (name, kind, reason) in [
+        ("c-spin", "deadline", "ran past its deadline of 100 ms"),
+        ("c-membomb", "memory", "exceeded its memory limit of 64 MiB"),
+        ("c-abort", "trap", "aborted (wasm `unreachable`)"),
+    ] {
+        let p = plugin(acct, name);
+        assert_eq!(p["last_fault"]["kind"], kind, "{p}");
+        assert!(p["last_fault"]["reason"].as_str().is_some_and(|r| r.contains(reason)), "{p}");
+        assert!(err.contains(&format!("plugin `{name}` disabled in on-batch: {reason}")), "{err}");
+        assert_eq!(u(&p["batches"]), 1, "stopped in its first call: {p}");
+    }
 }

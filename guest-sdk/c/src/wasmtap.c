@@ -500,11 +500,15 @@ __wasi_errno_t __wasi_fd_write(__wasi_fd_t fd, const __wasi_ciovec_t *iovs, size
 
 		if (!s.len)
 			continue;
-		if (fd == 1)
-			wasmtap_plugin_output_print(&s);
-		else
-			wasmtap_plugin_services_log(WASMTAP_PLUGIN_SERVICES_LEVEL_WARN, &s);
 		total += s.len;
+		if (fd == 1) {
+			wasmtap_plugin_output_print(&s);
+			continue;
+		}
+		/* A log line is a line: stderr's newline is not part of it. */
+		if (s.ptr[s.len - 1] == '\n' && !--s.len)
+			continue;
+		wasmtap_plugin_services_log(WASMTAP_PLUGIN_SERVICES_LEVEL_WARN, &s);
 	}
 	*nwritten = (__wasi_size_t)total;
 	return 0;
