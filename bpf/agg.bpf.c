@@ -689,8 +689,9 @@ static __always_inline void wt_agg_sys_start(__s64 id)
 	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
 	if (!wt_agg_wants_syscall(&s->a[0], id))
 		return;
-	/* Another task's start, neither ended nor moved at a switch (the move found no
-	 * task storage): lost, and counted. */
+	/* Another task's start, neither ended nor moved away at a switch (no switch
+	 * program ran for it): lost, and counted. A move that finds no task storage
+	 * counts its own loss and clears the record. */
 	if (f->task && f->task != (__u64)task)
 		wt_agg_lose(cfg_agg_sys_interval - 1, WT_LOSS_STARTS_FULL, 1);
 	f->task = (__u64)task;
