@@ -672,21 +672,34 @@ static __always_inline bool wt_sys_sigreturn(__s64 id)
 	return id == 15 || id == 119 || id == 173 || id == (0x40000000 | 513);
 }
 
+/* cfg_agg_sys_interval, at syscall site `site`: the current task when it is in scope,
+ * with the site's configuration and this CPU's record, the event counted; NULL when
+ * there is nothing to do. */
+static __always_inline struct task_struct *wt_agg_sys_event(__u32 site, struct wt_agg_site **s,
+							    struct wt_agg_in_flight **f)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 zero = 0;
+
+	if (!wt_pass_task(WT_AGG_KIND, task->tgid))
+		return NULL;
+	*s = bpf_map_lookup_elem(&AGG_SITES, &site);
+	*f = bpf_map_lookup_elem(&AGG_IN_FLIGHT, &zero);
+	if (!*s || !*f)
+		return NULL;
+	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
+	return task;
+}
+
 /* cfg_agg_sys_interval: the syscall `id` starts on the current thread. */
 static __always_inline void wt_agg_sys_start(__s64 id)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 zero = 0, site = WT_AGG_SYS_ENTER;
-	struct wt_agg_in_flight *f;
-	struct wt_agg_site *s;
+	struct wt_agg_in_flight *f = NULL;
+	struct wt_agg_site *s = NULL;
+	struct task_struct *task = wt_agg_sys_event(WT_AGG_SYS_ENTER, &s, &f);
 
-	if (!wt_pass_task(WT_AGG_KIND, task->tgid))
+	if (!task || !s || !f)
 		return;
-	s = bpf_map_lookup_elem(&AGG_SITES, &site);
-	f = bpf_map_lookup_elem(&AGG_IN_FLIGHT, &zero);
-	if (!s || !f)
-		return;
-	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
 	if (!wt_agg_wants_syscall(&s->a[0], id))
 		return;
 	/* Another task's start, neither ended nor moved away at a switch (no switch
@@ -703,23 +716,18 @@ static __always_inline void wt_agg_sys_start(__s64 id)
 /* cfg_agg_sys_interval: the current thread's syscall returns `ret`. */
 static __always_inline void wt_agg_sys_end(const struct pt_regs *regs, long ret)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	__u32 zero = 0, site = WT_AGG_SYS_EXIT, slot = cfg_agg_sys_interval - 1;
+	__u32 slot = cfg_agg_sys_interval - 1;
+	struct wt_agg_in_flight *f = NULL;
+	struct wt_agg_site *s = NULL;
+	struct task_struct *task = wt_agg_sys_event(WT_AGG_SYS_EXIT, &s, &f);
 	const struct wt_agg_action *a;
-	struct wt_agg_in_flight *f;
 	struct wt_agg_ctx c = {};
 	struct wt_agg_key k = {};
-	struct wt_agg_site *s;
 	__u64 now, start;
 	bool own;
 
-	if (!wt_pass_task(WT_AGG_KIND, task->tgid))
+	if (!task || !s || !f)
 		return;
-	s = bpf_map_lookup_elem(&AGG_SITES, &site);
-	f = bpf_map_lookup_elem(&AGG_IN_FLIGHT, &zero);
-	if (!s || !f)
-		return;
-	wt_count(WT_AGG_KIND, WT_SLOT_EMITTED);
 	a = &s->a[0];
 	own = f->task == (__u64)task;
 	/* The number as the general path reads it at the exit (orig_ax). Only a sigreturn

@@ -1,18 +1,7 @@
 /* Hostile: never returns from its first batch. */
-#include <wasmtap.h>
+#include "hostile.h"
 
-void wt_plugin_info(plugin_plugin_info_t *info)
-{
-	wt_info(info, "c-spin", "0.1.0", "a hostile plugin: loops forever in on-batch");
-}
-
-bool wt_plugin_start(const plugin_list_param_t *params, plugin_plan_t *plan, plugin_string_t *err)
-{
-	(void)params;
-	(void)err;
-	wt_subscribe(plan, "syscall:getppid:entry");
-	return true;
-}
+HOSTILE("c-spin", "loops forever in on-batch")
 
 void wt_plugin_on_batch(const plugin_list_u8_t *batch)
 {

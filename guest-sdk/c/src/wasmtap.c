@@ -6,19 +6,24 @@
 #include <string.h>
 #include <wasi/api.h>
 
-#include "wasmtap_names.h" /* WT_SYSCALL_NAMES, WT_ERRNO_NAMES: written by wasmtap-c */
+#include "wasmtap_names.h" /* WT_SYSCALL_NAMES, WT_ERRNO_NAMES, WT_OPEN_FLAG_NAMES: written by wasmtap-c */
 
-/* A list of `T` grown by one element, zeroed; `list` has `ptr` and `len`. */
+/* A new zeroed element at the end of a list the SDK builds (`ptr` and `len`). Its capacity
+ * is the power of two at or above `len` (lists here grow only by WT_PUSH), so a list of n
+ * elements is reallocated log2(n) times, not n. */
 #define WT_PUSH(list)                                                                            \
 	(*(void **)&(list)->ptr = wt_grow((list)->ptr, (list)->len, sizeof(*(list)->ptr)),        \
 	 &(list)->ptr[(list)->len++])
 
 static void *wt_grow(void *ptr, size_t len, size_t size)
 {
-	char *p = realloc(ptr, (len + 1) * size);
+	char *p = ptr;
 
-	if (!p)
-		abort();
+	if ((len & (len - 1)) == 0) {
+		p = realloc(ptr, (len ? 2 * len : 1) * size);
+		if (!p)
+			abort();
+	}
 	memset(p + len * size, 0, size);
 	return p;
 }
@@ -343,20 +348,6 @@ const char *wt_errno_name(int64_t e)
 	return e > 0 && e < 4096 ? WT_ERRNO_NAMES[e] : NULL;
 }
 
-/* The flags after the access mode, in the order they print (O_SYNC and O_TMPFILE before
- * the flags whose bits they include): the syscalls tapset's order. */
-static const struct {
-	uint64_t bits;
-	const char *name;
-} wt_open_flag_names[] = {
-	{ 0100, "O_CREAT" },	       { 0200, "O_EXCL" },	     { 0400, "O_NOCTTY" },
-	{ 01000, "O_TRUNC" },	       { 02000, "O_APPEND" },	     { 04000, "O_NONBLOCK" },
-	{ 04010000, "O_SYNC" },	       { 010000, "O_DSYNC" },	     { 020000, "O_ASYNC" },
-	{ 040000, "O_DIRECT" },	       { 0100000, "O_LARGEFILE" },   { 020200000, "O_TMPFILE" },
-	{ 0200000, "O_DIRECTORY" },    { 0400000, "O_NOFOLLOW" },    { 01000000, "O_NOATIME" },
-	{ 02000000, "O_CLOEXEC" },
-};
-
 /* Append `s` to buf[*at..n), keeping it NUL-terminated. */
 static void wt_cat(char *buf, size_t n, size_t *at, const char *s)
 {
@@ -380,11 +371,11 @@ void wt_open_flags_str(uint64_t flags, char *buf, size_t n)
 	} else {
 		wt_cat(buf, n, &at, modes[flags & 03]);
 	}
-	for (size_t i = 0; i < sizeof(wt_open_flag_names) / sizeof(wt_open_flag_names[0]); i++) {
-		if ((rest & wt_open_flag_names[i].bits) == wt_open_flag_names[i].bits) {
+	for (size_t i = 0; i < sizeof(WT_OPEN_FLAG_NAMES) / sizeof(WT_OPEN_FLAG_NAMES[0]); i++) {
+		if ((rest & WT_OPEN_FLAG_NAMES[i].bits) == WT_OPEN_FLAG_NAMES[i].bits) {
 			wt_cat(buf, n, &at, "|");
-			wt_cat(buf, n, &at, wt_open_flag_names[i].name);
-			rest &= ~wt_open_flag_names[i].bits;
+			wt_cat(buf, n, &at, WT_OPEN_FLAG_NAMES[i].name);
+			rest &= ~WT_OPEN_FLAG_NAMES[i].bits;
 		}
 	}
 	if (rest) {

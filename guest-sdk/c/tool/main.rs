@@ -82,8 +82,9 @@ fn bindings(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `WT_SYSCALL_NAMES` and `WT_ERRNO_NAMES` by number, for the SDK: the x86_64 syscall
-/// names of `wasmtap-abi`, the errno names of the syscalls tapset.
+/// `WT_SYSCALL_NAMES` and `WT_ERRNO_NAMES` by number, and `WT_OPEN_FLAG_NAMES` in the
+/// order they print, for the SDK: the x86_64 syscall names of `wasmtap-abi`, the errno
+/// and open flag names of the syscalls tapset.
 fn names() -> String {
     let mut h = String::from("/* Written by wasmtap-c from wasmtap-abi and the syscalls tapset. */\n");
     h.push_str("static const char *const WT_SYSCALL_NAMES[] = {\n");
@@ -95,6 +96,10 @@ fn names() -> String {
         if let Some(name) = wasmtap_syscalls::errno_name(e) {
             h.push_str(&format!("\t[{e}] = \"{name}\",\n"));
         }
+    }
+    h.push_str("};\n\nstatic const struct {\n\tuint64_t bits;\n\tconst char *name;\n} WT_OPEN_FLAG_NAMES[] = {\n");
+    for (bits, name) in wasmtap_syscalls::FLAG_NAMES {
+        h.push_str(&format!("\t{{ {bits:#x}, \"{name}\" }},\n"));
     }
     h.push_str("};\n");
     h

@@ -109,10 +109,9 @@ fn tid_keyed_aggs_of(spec: &Spec) -> Vec<u32> {
     crate::collect::agg_maps::tid_keyed_aggs(&sites)
 }
 
-#[test]
-fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
-    let table = ProbeTable::default();
-    let source = ProbeLookup::Recorded(&table);
+/// syslatency's aggregation: each syscall timed from entry to exit on its thread, a log2
+/// histogram by syscall; `start` filters the entries.
+fn syscall_latency(start: Filter) -> KernelAggregation {
     let mut wire = agg(
         "tracepoint:raw_syscalls:sys_exit",
         vec![AggSource::Syscall],
@@ -121,11 +120,19 @@ fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
     );
     wire.start = Some(StartEvent {
         probe: "tracepoint:raw_syscalls:sys_enter".into(),
-        filter: filter(),
+        filter: start,
         key: Correlation::Tid,
         end_key: Correlation::Tid,
         more: Vec::new(),
     });
+    wire
+}
+
+#[test]
+fn latency_pairs_entry_and_exit_of_one_thread_into_log2_buckets() {
+    let table = ProbeTable::default();
+    let source = ProbeLookup::Recorded(&table);
+    let wire = syscall_latency(filter());
     let spec = compile(&wire, 0, &source).unwrap();
     assert_eq!(spec.actions.len(), 2);
     // Started and ended by the thread: its start is kept with it in the kernel, and the
@@ -161,45 +168,29 @@ fn a_syscall_timed_alone_from_entry_to_exit_goes_to_the_per_cpu_record_and_no_ot
     use crate::collect::agg_maps::sys_interval;
     let table = ProbeTable::default();
     let source = ProbeLookup::Recorded(&table);
-    let latency = |start: Filter| {
-        let mut wire = agg(
-            "tracepoint:raw_syscalls:sys_exit",
-            vec![AggSource::Syscall],
-            KernelFunction::Log2Histogram,
-            AggSource::Latency,
-        );
-        wire.start = Some(StartEvent {
-            probe: "tracepoint:raw_syscalls:sys_enter".into(),
-            filter: start,
-            key: Correlation::Tid,
-            end_key: Correlation::Tid,
-            more: Vec::new(),
-        });
-        wire
-    };
     let sites_of = |specs: &[Spec]| sites(specs).unwrap();
     let only_read = Filter { syscalls: vec!["read".into()], ..filter() };
     // syslatency's shape, with or without a syscall filter, under any id with a task slot.
     for (id, f) in [(0, filter()), (3, only_read.clone()), (TASK_STARTS - 1, filter())] {
-        let spec = compile(&latency(f), id, &source).unwrap();
+        let spec = compile(&syscall_latency(f), id, &source).unwrap();
         assert_eq!(sys_interval(&sites_of(&[spec])), Some(id));
     }
     // Its start kept in the map of starts (no task slot left): the general path.
-    let spec = compile(&latency(filter()), TASK_STARTS, &source).unwrap();
+    let spec = compile(&syscall_latency(filter()), TASK_STARTS, &source).unwrap();
     assert_eq!(sys_interval(&sites_of(&[spec])), None);
     // A condition on the entry's arguments: the general path, which reads them.
     let mut cond = filter();
     cond.predicates.push(types::Predicate { field: "arg2".into(), op: types::CmpOp::Gt, value: 100 });
-    let spec = compile(&latency(cond), 0, &source).unwrap();
+    let spec = compile(&syscall_latency(cond), 0, &source).unwrap();
     assert_eq!(sys_interval(&sites_of(&[spec])), None);
     // Another aggregation on either syscall site: one program does both, the general way.
-    let timed = compile(&latency(filter()), 0, &source).unwrap();
+    let timed = compile(&syscall_latency(filter()), 0, &source).unwrap();
     for probe in ["tracepoint:raw_syscalls:sys_enter", "tracepoint:raw_syscalls:sys_exit"] {
         let count = compile(&agg(probe, vec![AggSource::Comm], KernelFunction::Count, AggSource::Pid), 1, &source);
         assert_eq!(sys_interval(&sites_of(&[timed.clone(), count.unwrap()])), None, "{probe}");
     }
     // Two intervals timed on the same syscalls: the general path.
-    let other = compile(&latency(only_read), 1, &source).unwrap();
+    let other = compile(&syscall_latency(only_read), 1, &source).unwrap();
     assert_eq!(sys_interval(&sites_of(&[timed.clone(), other])), None);
     // A count alone: no interval at all.
     let count = compile(

@@ -209,8 +209,9 @@ pub fn format_ret(ret: i64) -> String {
 }
 
 /// The flags after the access mode, in the order they print. O_SYNC and O_TMPFILE come
-/// before the flags whose bits they include (O_DSYNC, O_DIRECTORY).
-const FLAG_NAMES: &[(u64, &str)] = &[
+/// before the flags whose bits they include (O_DSYNC, O_DIRECTORY). The C SDK's table is
+/// written from this one (`wasmtap-c`).
+pub const FLAG_NAMES: &[(u64, &str)] = &[
     (o::CREAT, "O_CREAT"),
     (o::EXCL, "O_EXCL"),
     (o::NOCTTY, "O_NOCTTY"),
