@@ -250,6 +250,8 @@ pub mod syscalls;
 pub mod test_records;
 mod tracepoint;
 mod types;
+#[cfg(test)]
+mod vectors;
 
 // The generated code names this crate by path so that plugin crates, where
 // `export_plugin!` expands, can reach it without depending on wit-bindgen.

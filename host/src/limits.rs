@@ -24,6 +24,10 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Core instances, tables and memories a plugin may create (each counted alone).
     pub instances: usize,
+    /// Whether the user set `instances` (`--max-instances`): then a plugin's manifest
+    /// cannot raise it ([`Limits::granting`]).
+    #[serde(skip)]
+    pub instances_set: bool,
     /// Longest a single call into the plugin may run.
     #[serde(serialize_with = "ser_duration_ms")]
     pub deadline: Duration,
@@ -41,6 +45,24 @@ pub struct Limits {
     pub kernel_symbols: bool,
 }
 
+/// The most core instances a plugin's manifest may ask for (`limits.instances`): a Python
+/// plugin built by componentize-py makes 38 (CPython, its libc, its runtime and stubs),
+/// a Rust or C plugin 1 to 3. Its memories share the one memory limit whatever their count.
+pub const MANIFEST_MAX_INSTANCES: usize = 64;
+
+impl Limits {
+    /// These limits with what the plugin's manifest asks for granted: more core
+    /// instances than the default, up to [`MANIFEST_MAX_INSTANCES`], unless the user set
+    /// the count. Nothing else a manifest says raises a limit.
+    pub fn granting(mut self, manifest: Option<&crate::package::manifest::Manifest>) -> Limits {
+        let asked = manifest.and_then(|m| m.limits.as_ref()).and_then(|l| l.instances);
+        if let Some(n) = asked.filter(|_| !self.instances_set) {
+            self.instances = self.instances.max((n as usize).min(MANIFEST_MAX_INSTANCES));
+        }
+        self
+    }
+}
+
 /// Seconds in a row over the CPU or output budget after which a plugin is disabled.
 pub const BUDGET_STRIKES: u32 = 3;
 
@@ -53,6 +75,7 @@ impl Default for Limits {
         Limits {
             memory_bytes: 64 << 20,
             instances: 16,
+            instances_set: false,
             deadline: Duration::from_millis(250),
             cpu_ms_per_sec: 500,
             output_bytes_per_sec: 16 << 20,

@@ -3,12 +3,17 @@
 //! ```text
 //! wasmtap-c build -o PLUGIN.wasm SOURCE.c... [-- CFLAGS...]
 //! wasmtap-c bindings DIR
+//! wasmtap-c names python|js
 //! ```
 //!
 //! `build` writes the bindings of the `plugin` world (`wit/`) next to the output, compiles
 //! the sources with them and the SDK (`guest-sdk/c`) by `clang-19 --target=wasm32-wasi`
 //! (`$CC` overrides), and makes the core module a component. No WASI import is left: the
 //! SDK sends stdio to the host's `print` and `log`. docs/languages.md says more.
+//!
+//! `names` prints the Python or JavaScript SDK's table of syscall, errno and open flag
+//! names (`guest-sdk/python/wasmtap_names.py`, `guest-sdk/js/names.js`), written from
+//! the same sources as the C SDK's, so that no SDK keeps a copy of its own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,12 +32,19 @@ fn main() {
     }
 }
 
-const USAGE: &str = "usage: wasmtap-c build -o PLUGIN.wasm SOURCE.c... [-- CFLAGS...]\n       wasmtap-c bindings DIR";
+const USAGE: &str = "usage: wasmtap-c build -o PLUGIN.wasm SOURCE.c... [-- CFLAGS...]\n       wasmtap-c bindings DIR\n       wasmtap-c names python|js";
 
 fn run(args: Vec<String>) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("bindings") => match &args[1..] {
             [dir] => bindings(Path::new(dir)),
+            _ => bail!("{USAGE}"),
+        },
+        Some("names") => match &args[1..] {
+            [lang] if lang == "python" || lang == "js" => {
+                print!("{}", script_names(lang == "js"));
+                Ok(())
+            }
             _ => bail!("{USAGE}"),
         },
         Some("build") => {
@@ -103,6 +115,31 @@ fn names() -> String {
     }
     h.push_str("};\n");
     h
+}
+
+/// The same tables for the Python SDK (a module) or the JavaScript SDK (an ES module):
+/// `SYSCALLS` by number, `ERRNOS` by number, `OPEN_FLAGS` as (bits, name) in print order.
+fn script_names(js: bool) -> String {
+    let (comment, open, close) = if js { ("//", "[", "]") } else { ("#", "(", ")") };
+    let decl = |name: &str| if js { format!("export const {name} = ") } else { format!("{name} = ") };
+    let mut t =
+        format!("{comment} Written by `wasmtap-c names` from wasmtap-abi and the syscalls tapset: do not edit.\n");
+    t.push_str(&format!("{}{open}\n", decl("SYSCALLS")));
+    for name in wasmtap_abi::SYSCALL_NAMES {
+        t.push_str(&format!("    \"{name}\",\n"));
+    }
+    t.push_str(&format!("{close}{}\n{}{{\n", if js { ";" } else { "" }, decl("ERRNOS")));
+    for e in 1..4096 {
+        if let Some(name) = wasmtap_syscalls::errno_name(e) {
+            t.push_str(&format!("    {e}: \"{name}\",\n"));
+        }
+    }
+    t.push_str(&format!("}}{}\n{}{open}\n", if js { ";" } else { "" }, decl("OPEN_FLAGS")));
+    for (bits, name) in wasmtap_syscalls::FLAG_NAMES {
+        t.push_str(&format!("    {open}{bits:#x}, \"{name}\"{close},\n"));
+    }
+    t.push_str(&format!("{close}{}\n", if js { ";" } else { "" }));
+    t
 }
 
 fn build(out: &Path, sources: &[PathBuf], cflags: &[String]) -> Result<()> {

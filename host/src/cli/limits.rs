@@ -31,8 +31,9 @@ pub struct LimitArgs {
     /// Aggregation entries a plugin may report in one call; more is a fault.
     #[arg(long, value_name = "[PLUGIN=]N", default_value = "1000000")]
     max_state: Vec<String>,
-    /// Core instances, tables and memories a plugin may create, each.
-    #[arg(long, value_name = "[PLUGIN=]N", default_value = "16")]
+    /// Core instances, tables and memories a plugin may create, each [default: 16, or
+    /// what the plugin's manifest asks for, up to 64 (a Python plugin: 38)].
+    #[arg(long, value_name = "[PLUGIN=]N")]
     max_instances: Vec<String>,
     /// What a fault (trap, panic, memory, deadline) does: `disable` the plugin, or
     /// `restart` it from its compiled form after a backoff (50 ms, doubling to 5 s).
@@ -65,7 +66,10 @@ impl Setting {
             Setting::Cpu(v) => l.cpu_ms_per_sec = v,
             Setting::Output(v) => l.output_bytes_per_sec = v,
             Setting::State(v) => l.state_entries = v,
-            Setting::Instances(v) => l.instances = v,
+            Setting::Instances(v) => {
+                l.instances = v;
+                l.instances_set = true;
+            }
             Setting::OnFault(v) => l.on_fault = v,
             Setting::CrashLoop(v) => l.crash_loop = v,
         }

@@ -66,9 +66,15 @@ pub struct NewArgs {
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The crate's directory.
+    /// The plugin's directory: a Rust crate (Cargo.toml), or a Python plugin (plugin.py).
     #[arg(default_value = ".")]
     dir: PathBuf,
+    /// Write the packed plugin here instead of DIR/target/wasmtap/NAME.wasm.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// More directories a Python plugin imports modules from (repeatable).
+    #[arg(long, value_name = "DIR")]
+    python_path: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -263,6 +269,9 @@ fn print_manifest(m: &Manifest) {
     if let Some(b) = m.output_budget {
         println!("output:    about {b} bytes a second");
     }
+    if let Some(n) = m.limits.as_ref().and_then(|l| l.instances) {
+        println!("limits:    {n} core instances (granted up to 64 unless --max-instances is set)");
+    }
     for p in &m.params {
         let default = p.default.as_deref().map_or_else(|| "required".to_string(), |d| format!("default {d}"));
         println!("param:     {} ({}, {default}): {}", p.name, p.kind, p.description);
@@ -362,6 +371,7 @@ fn extra(args: &PackArgs) -> Extra {
         license: args.license.clone(),
         authors: args.author.clone(),
         output_budget: args.output_budget,
+        instances: None,
     }
 }
 
@@ -426,7 +436,19 @@ pub fn derive(file: &Path, raw: &[params::RawParam], extra: &Extra) -> anyhow::R
     let sandbox = Sandbox::new()?;
     let arg = file.to_str().context("the plugin's path is not UTF-8")?;
     let arg = if find::is_path(arg) { arg.to_string() } else { format!("./{arg}") };
-    let described = plugin::describe(&sandbox, &arg, Clock::live(), &Limits::default())?;
+    // The core instances it makes, counted in the component, are declared where they are
+    // more than the default allows (a Python plugin's 38), and granted while it is asked.
+    let mut extra = extra.clone();
+    let (bytes, _) = read(file)?;
+    let needed =
+        crate::sandbox::footprint::of(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?.needed();
+    let mut limits = Limits::default();
+    if needed > limits.instances as u64 {
+        extra.instances = Some(u32::try_from(needed).unwrap_or(u32::MAX));
+        limits.instances = (needed as usize).min(crate::limits::MANIFEST_MAX_INSTANCES);
+    }
+    let extra = &extra;
+    let described = plugin::describe(&sandbox, &arg, Clock::live(), &limits)?;
     let info = described.info.clone();
     let world = described.world().to_string();
     let params = params::bind(&info.name, &info.params, raw)?;
@@ -441,7 +463,7 @@ pub fn derive(file: &Path, raw: &[params::RawParam], extra: &Extra) -> anyhow::R
         let mut flipped: Vec<params::RawParam> = raw.to_vec();
         flipped.push(params::RawParam { plugin: None, name: spec.name.clone(), value: "true".into() });
         let Ok(params) = params::bind(&info.name, &info.params, &flipped) else { continue };
-        let described = plugin::describe(&sandbox, &arg, Clock::live(), &Limits::default())?;
+        let described = plugin::describe(&sandbox, &arg, Clock::live(), &limits)?;
         if let Ok(plan) = described.plan(&params) {
             manifest.add(&Manifest::derive(&info, &world, &plan, extra));
         }
@@ -601,9 +623,92 @@ fn new(args: NewArgs) -> anyhow::Result<Outcome> {
 
 fn build(args: BuildArgs) -> anyhow::Result<Outcome> {
     let dir = &args.dir;
-    if !dir.join("Cargo.toml").is_file() {
-        bail!("{} has no Cargo.toml: name a plugin crate's directory", dir.display());
+    let mut extra = Extra::default();
+    let wasm = if dir.join("Cargo.toml").is_file() {
+        from_crate(dir, &mut extra)?;
+        cargo_build(dir)?
+    } else if dir.join("plugin.py").is_file() {
+        componentize_py(dir, &args.python_path)?
+    } else {
+        bail!(
+            "{} has neither a Cargo.toml (a Rust plugin) nor a plugin.py (a Python plugin): name a plugin's directory",
+            dir.display()
+        );
+    };
+    let manifest = derive(&wasm, &[], &extra)?;
+    // Named as users run it: the name its `info` gives.
+    let packed = match args.output {
+        Some(out) => out,
+        None => dir.join("target/wasmtap").join(format!("{}.wasm", manifest.name)),
+    };
+    if let Some(parent) = packed.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     }
+    let (bytes, _) = read(&wasm)?;
+    write_atomic(&packed, &package::with_manifest(&bytes, &manifest)?)?;
+    println!("{}", packed.display());
+    let needs = match manifest.limits.as_ref().and_then(|l| l.instances) {
+        Some(n) => format!("; needs {n} core instances, declared in its manifest"),
+        None => String::new(),
+    };
+    eprintln!(
+        "wasmtap: {} {} built and packed (probes: {}{needs}); run it: sudo wasmtap run {}",
+        manifest.name,
+        manifest.version,
+        manifest.probes.join(", "),
+        packed.display()
+    );
+    Ok(Outcome::Clean)
+}
+
+/// A tool of a plugin language's toolchain: `$VAR`, else where `./x setup` installs it
+/// beside a source build (`target/NEAR`), else on PATH.
+fn find_tool(var: &str, near: &str, name: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var) {
+        return PathBuf::from(p);
+    }
+    let exe_dir = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf));
+    match exe_dir.map(|d| d.join("..").join(near)).filter(|p| p.is_file()) {
+        Some(p) => p,
+        None => PathBuf::from(name),
+    }
+}
+
+/// A Python plugin (`DIR/plugin.py`, with the Python SDK, `guest-sdk/python`) made a
+/// component by componentize-py, WASI stubbed out (the host grants none of it).
+fn componentize_py(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
+    let sdk = find_sdk()?;
+    let tool = find_tool("WASMTAP_COMPONENTIZE_PY", "py-venv/bin/componentize-py", "componentize-py");
+    let target = dir.join("target/wasmtap");
+    std::fs::create_dir_all(&target).with_context(|| format!("cannot create {}", target.display()))?;
+    let out = target.join("component.wasm");
+    let status = std::process::Command::new(&tool)
+        .arg("-d")
+        .arg(sdk.join("../wit"))
+        .args(["-w", "plugin", "componentize", "--stub-wasi", "-p"])
+        .arg(sdk.join("python"))
+        .arg("-p")
+        .arg(dir)
+        .args(path.iter().flat_map(|p| [std::ffi::OsStr::new("-p"), p.as_os_str()]))
+        .args(["plugin", "-o"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .with_context(|| {
+            format!(
+                "cannot run {} (./x setup installs it into target/py-venv; elsewhere `pip install \
+                 componentize-py==0.25.1`, or set WASMTAP_COMPONENTIZE_PY)",
+                tool.display()
+            )
+        })?;
+    if !status.success() {
+        bail!("componentize-py failed on {} (its messages are above)", dir.join("plugin.py").display());
+    }
+    Ok(out)
+}
+
+/// A Rust plugin crate built for wasm32-wasip2: the .wasm cargo made.
+fn cargo_build(dir: &Path) -> anyhow::Result<PathBuf> {
     let out = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .current_dir(dir)
         .args(["build", "--release", "--target", "wasm32-wasip2", "--message-format=json-render-diagnostics"])
@@ -624,24 +729,7 @@ fn build(args: BuildArgs) -> anyhow::Result<Outcome> {
         })
         .next_back()
         .context("cargo built no .wasm file: is the crate a `cdylib`?")?;
-    let target = dir.join("target/wasmtap");
-    std::fs::create_dir_all(&target)?;
-    let mut extra = Extra::default();
-    from_crate(dir, &mut extra)?;
-    let manifest = derive(&wasm, &[], &extra)?;
-    // Named as users run it: the name its `info` gives.
-    let packed = target.join(format!("{}.wasm", manifest.name));
-    let (bytes, _) = read(&wasm)?;
-    write_atomic(&packed, &package::with_manifest(&bytes, &manifest)?)?;
-    println!("{}", packed.display());
-    eprintln!(
-        "wasmtap: {} {} built and packed (probes: {}); run it: sudo wasmtap run {}",
-        manifest.name,
-        manifest.version,
-        manifest.probes.join(", "),
-        packed.display()
-    );
-    Ok(Outcome::Clean)
+    Ok(wasm)
 }
 
 fn push(args: PushArgs) -> anyhow::Result<Outcome> {

@@ -57,6 +57,19 @@ pub struct Manifest {
     /// links it, under that plugin's manifest and limits.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exports: Vec<String>,
+    /// What it needs of the sandbox beyond the defaults (a Python plugin's instances).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Needs>,
+}
+
+/// Sandbox limits a plugin needs raised to run at all, granted within a ceiling
+/// ([`crate::limits::Limits::granting`]) unless the user set them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Needs {
+    /// Core instances one instantiation makes (componentize-py's Python: 38).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u32>,
 }
 
 /// One parameter, as `info` declares it.
@@ -128,6 +141,7 @@ impl Manifest {
             probes: probes.into_iter().collect(),
             capabilities,
             output_budget: extra.output_budget,
+            limits: extra.instances.map(|n| Needs { instances: Some(n) }),
             exports: Vec::new(),
         }
     }
@@ -158,6 +172,7 @@ impl Manifest {
             probes: Vec::new(),
             capabilities: BTreeSet::new(),
             output_budget: None,
+            limits: None,
             exports: exports.to_vec(),
         })
     }
@@ -208,6 +223,12 @@ impl Manifest {
         if m.name.is_empty() {
             return Err("its name is empty".into());
         }
+        if let Some(n) = m.limits.as_ref().and_then(|l| l.instances) {
+            let most = crate::limits::MANIFEST_MAX_INSTANCES;
+            if n == 0 || n as usize > most {
+                return Err(format!("limits.instances {n}: a plugin may ask for 1 to {most} core instances"));
+            }
+        }
         Ok(m)
     }
 
@@ -248,6 +269,7 @@ pub struct Extra {
     pub license: Option<String>,
     pub authors: Vec<String>,
     pub output_budget: Option<u64>,
+    pub instances: Option<u32>,
 }
 
 /// Every probe a plan names: subscriptions, aggregations and their start events.

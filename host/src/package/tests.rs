@@ -301,3 +301,34 @@ fn hostile_packages_cost_little_to_refuse() {
         PackageError::TooManySignatures
     );
 }
+
+#[test]
+fn a_manifest_may_ask_for_more_instances_within_the_ceiling_unless_the_user_set_them() {
+    use crate::limits::{Limits, MANIFEST_MAX_INSTANCES};
+    let mut m = manifest();
+    m.limits = Some(manifest::Needs { instances: Some(38) });
+    let round = Manifest::decode(&serde_json::to_vec(&m).unwrap()).unwrap();
+    assert_eq!(round, m);
+    assert!(String::from_utf8(serde_json::to_vec(&m).unwrap()).unwrap().contains(r#""limits":{"instances":38}"#));
+    // Granted where the user left the count alone, never lowered, never past the ceiling.
+    assert_eq!(Limits::default().granting(Some(&m)).instances, 38);
+    assert_eq!(Limits { instances: 50, ..Limits::default() }.granting(Some(&m)).instances, 50);
+    let set = Limits { instances: 8, instances_set: true, ..Limits::default() };
+    assert_eq!(set.granting(Some(&m)).instances, 8, "--max-instances wins");
+    assert_eq!(Limits::default().granting(Some(&manifest())).instances, 16);
+    assert_eq!(Limits::default().granting(None).instances, 16);
+    // Nothing else the manifest says raises a limit.
+    let granted = Limits::default().granting(Some(&m));
+    assert_eq!((granted.memory_bytes, granted.deadline), (Limits::default().memory_bytes, Limits::default().deadline));
+    // A manifest asking past the ceiling, or for none, is malformed.
+    for n in [0, MANIFEST_MAX_INSTANCES as u32 + 1] {
+        m.limits = Some(manifest::Needs { instances: Some(n) });
+        let err = Manifest::decode(&serde_json::to_vec(&m).unwrap()).unwrap_err();
+        assert_eq!(err, format!("limits.instances {n}: a plugin may ask for 1 to 64 core instances"));
+    }
+    m.limits = None;
+    let unknown = String::from_utf8(serde_json::to_vec(&m).unwrap())
+        .unwrap()
+        .replace(r#""format":1"#, r#""format":1,"limits":{"memory":9}"#);
+    assert!(Manifest::decode(unknown.as_bytes()).unwrap_err().contains("unknown field `memory`"));
+}

@@ -86,6 +86,12 @@ impl Fault {
             // plugin in one call, which wasmtime reports in its own words.
             None => (FaultKind::Contract, first_line(&err.root_cause().to_string())),
         };
+        // Another language's plugin has no Rust panic message: the error it logged in
+        // this call before it aborted says why.
+        let said = said.or_else(|| {
+            let aborted = matches!(err.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::UnreachableCodeReached));
+            aborted.then(|| store.data().host.last_error().map(str::to_string)).flatten()
+        });
         let reason = match said {
             Some(line) => format!("{reason}: {}", truncate(&line, 300)),
             None => reason,

@@ -48,6 +48,11 @@ pub struct CountCap {
 }
 
 impl Footprint {
+    /// The `--max-instances` it needs: the largest of its counts.
+    pub fn needed(&self) -> u64 {
+        self.instances.max(self.memories).max(self.tables)
+    }
+
     /// The first count over `limit`, if any.
     pub fn check(&self, limit: usize) -> Result<(), CountCap> {
         let limit = limit as u64;

@@ -162,6 +162,16 @@ impl HostState {
         HostState { clock, out, schemas: Vec::new(), aggregates: None, symbolize }
     }
 
+    /// The first line of the last error the plugin logged in the current call: why a
+    /// plugin in another language than Rust says it is failing (the Python SDK logs an
+    /// uncaught exception there before the call aborts).
+    pub fn last_error(&self) -> Option<&str> {
+        self.out.items.iter().rev().find_map(|item| match item {
+            GuestItem::Log(l) if l.level == types::Level::Error => l.message.lines().next(),
+            _ => None,
+        })
+    }
+
     pub fn take_output(&mut self) -> GuestOutput {
         let budget = self.out.budget;
         let out = std::mem::take(&mut self.out);
