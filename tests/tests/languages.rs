@@ -27,7 +27,7 @@ fn replay(recording: &str, plugin: &str, params: &[&str]) -> Vec<Value> {
 }
 
 /// The languages with examples (`examples/<lang>-syscount`, `examples/<lang>-opensnoop`).
-const LANGS: [&str; 2] = ["c", "python"];
+const LANGS: [&str; 3] = ["c", "python", "js"];
 
 #[test]
 fn the_examples_in_every_language_replay_exactly_what_the_rust_plugins_report() {
@@ -56,10 +56,12 @@ fn the_examples_in_every_language_replay_exactly_what_the_rust_plugins_report() 
 #[test]
 fn every_sdk_decodes_the_rust_sdks_table_of_records_alike() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let o = run(std::process::Command::new("python3").arg(root.join("guest-sdk/python/test_events.py")));
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
-    assert!(out.contains("23 records, 0 mismatches"), "{out}");
+    for (runtime, test) in [("python3", "guest-sdk/python/test_events.py"), ("node", "guest-sdk/js/test_events.mjs")] {
+        let o = run(std::process::Command::new(runtime).arg(root.join(test)));
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(0), "{test}: {out}{}", stderr(&o));
+        assert!(out.contains("23 records, 0 mismatches"), "{test}: {out}");
+    }
 }
 
 /// The Python and JavaScript SDKs' name tables are the ones `wasmtap-c names` writes
@@ -147,17 +149,18 @@ fn c_fixture(name: &str) -> PathBuf {
     out
 }
 
-/// A fixture in Python (`tests/python-fixtures/NAME/plugin.py`), built by `wasmtap plugin build`.
-fn python_fixture(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("python-fixtures");
-    let out = target_dir().join("python-fixtures").join(format!("{name}.wasm"));
+/// A fixture in Python or JavaScript (`tests/LANG-fixtures/NAME/plugin.py` or `plugin.js`,
+/// sharing the directory's modules), built by `wasmtap plugin build`.
+fn script_fixture(lang: &str, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("{lang}-fixtures"));
+    let out = target_dir().join(format!("{lang}-fixtures")).join(format!("{name}.wasm"));
     let o =
-        run(wasmtap().args(["plugin", "build"]).arg(dir.join(name)).arg("--python-path").arg(&dir).arg("-o").arg(&out));
+        run(wasmtap().args(["plugin", "build"]).arg(dir.join(name)).arg("--module-path").arg(&dir).arg("-o").arg(&out));
     assert!(o.status.success(), "building {name}: {}", stderr(&o));
     out
 }
 
-/// Hostile plugins in C and Python are stopped as the Rust ones are, each alone, with
+/// Hostile plugins in C, Python and JavaScript are stopped as the Rust ones are, each alone, with
 /// the same messages, while syscount beside them counts every getppid.
 #[test]
 fn hostile_plugins_in_every_language_are_stopped_with_the_rust_ones_messages_while_syscount_stays_exact() {
@@ -172,7 +175,10 @@ fn hostile_plugins_in_every_language_are_stopped_with_the_rust_ones_messages_whi
         c.arg(c_fixture(h));
     }
     for h in ["py-spin", "py-membomb", "py-raise"] {
-        c.arg(python_fixture(h));
+        c.arg(script_fixture("python", h));
+    }
+    for h in ["js-spin", "js-membomb", "js-throw"] {
+        c.arg(script_fixture("js", h));
     }
     let o = run(c.args(["-c", &cmd, "-o", "json", "--deadline", "100ms"]));
     let (out, err) = (stdout(&o), stderr(&o));
@@ -195,6 +201,9 @@ fn hostile_plugins_in_every_language_are_stopped_with_the_rust_ones_messages_whi
             "trap",
             "aborted (wasm `unreachable`): on_batch raised ZeroDivisionError: a batch the plugin cannot take",
         ),
+        ("js-spin", "deadline", "ran past its deadline of 100 ms"),
+        ("js-membomb", "memory", "exceeded its memory limit of 64 MiB"),
+        ("js-throw", "trap", "aborted (wasm `unreachable`): onBatch raised RangeError: a batch the plugin cannot take"),
     ] {
         let p = plugin(acct, name);
         assert_eq!(p["last_fault"]["kind"], kind, "{p}");

@@ -66,15 +66,17 @@ pub struct NewArgs {
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The plugin's directory: a Rust crate (Cargo.toml), or a Python plugin (plugin.py).
+    /// The plugin's directory: a Rust crate (Cargo.toml), a Python plugin (plugin.py) or
+    /// a JavaScript plugin (plugin.js).
     #[arg(default_value = ".")]
     dir: PathBuf,
     /// Write the packed plugin here instead of DIR/target/wasmtap/NAME.wasm.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// More directories a Python plugin imports modules from (repeatable).
+    /// More directories whose modules a Python or JavaScript plugin imports (repeatable):
+    /// Python's `import NAME`, JavaScript's `import ... from "./NAME.js"`.
     #[arg(long, value_name = "DIR")]
-    python_path: Vec<PathBuf>,
+    module_path: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -628,10 +630,12 @@ fn build(args: BuildArgs) -> anyhow::Result<Outcome> {
         from_crate(dir, &mut extra)?;
         cargo_build(dir)?
     } else if dir.join("plugin.py").is_file() {
-        componentize_py(dir, &args.python_path)?
+        componentize_py(dir, &args.module_path)?
+    } else if dir.join("plugin.js").is_file() {
+        componentize_js(dir, &args.module_path)?
     } else {
         bail!(
-            "{} has neither a Cargo.toml (a Rust plugin) nor a plugin.py (a Python plugin): name a plugin's directory",
+            "{} has no Cargo.toml (a Rust plugin), plugin.py (Python) or plugin.js (JavaScript): name a plugin's directory",
             dir.display()
         );
     };
@@ -703,6 +707,61 @@ fn componentize_py(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
         })?;
     if !status.success() {
         bail!("componentize-py failed on {} (its messages are above)", dir.join("plugin.py").display());
+    }
+    Ok(out)
+}
+
+/// A JavaScript plugin (`DIR/plugin.js` and the other `.js` files beside it and in
+/// `path`, which it imports as `./NAME.js`; the SDK as `wasmtap`) made a component by componentize-qjs
+/// (QuickJS), WASI stubbed out. The sources are staged in `DIR/target/wasmtap/js/`, the
+/// SDK as its `node_modules/wasmtap`, the one directory QuickJS resolves imports in.
+fn componentize_js(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
+    let sdk = find_sdk()?.join("js");
+    let tool = find_tool("WASMTAP_COMPONENTIZE_QJS", "js-tools/node_modules/.bin/componentize-qjs", "componentize-qjs");
+    let target = dir.join("target/wasmtap");
+    let stage = target.join("js");
+    if stage.exists() {
+        std::fs::remove_dir_all(&stage).with_context(|| format!("cannot empty {}", stage.display()))?;
+    }
+    let lib = stage.join("node_modules/wasmtap");
+    std::fs::create_dir_all(&lib).with_context(|| format!("cannot create {}", lib.display()))?;
+    let copy = |from: &Path, to: &Path| {
+        std::fs::copy(from, to).with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
+    };
+    // The module path first: the plugin's own files win a clash of names.
+    for from in path.iter().map(PathBuf::as_path).chain([dir]) {
+        for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
+            let file = entry?.path();
+            if file.extension().is_some_and(|e| e == "js") && file.is_file() {
+                copy(&file, &stage.join(file.file_name().expect("a file")))?;
+            }
+        }
+    }
+    copy(&sdk.join("wasmtap.js"), &lib.join("index.js"))?;
+    for f in ["events.js", "names.js"] {
+        copy(&sdk.join(f), &lib.join(f))?;
+    }
+    let out = target.join("component.wasm");
+    let status = std::process::Command::new(&tool)
+        .arg("--wit")
+        .arg(sdk.join("../../wit"))
+        .arg("--js")
+        .arg(stage.join("plugin.js"))
+        .args(["--world", "plugin", "--stub-wasi", "--sync", "--module-root"])
+        .arg(&stage)
+        .arg("--output")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .with_context(|| {
+            format!(
+                "cannot run {} (./x setup installs it into target/js-tools; elsewhere `npm install \
+                 componentize-qjs@0.4.5`, or set WASMTAP_COMPONENTIZE_QJS)",
+                tool.display()
+            )
+        })?;
+    if !status.success() {
+        bail!("componentize-qjs failed on {} (its messages are above)", dir.join("plugin.js").display());
     }
     Ok(out)
 }
