@@ -279,6 +279,60 @@ fn a_new_plugin_builds_runs_and_passes_its_golden_test_outside_the_repository() 
     }
 }
 
+/// `plugin new --lang` for the other languages: the same plugin, built by `plugin build`
+/// with that language's toolchain, packed, and checked by its own golden script.
+#[test]
+fn a_new_plugin_in_c_python_or_javascript_builds_runs_and_passes_its_golden_test() {
+    let b = Bench::new("new-langs");
+    let recording = golden("files.wtrec");
+    for lang in ["c", "python", "js"] {
+        let name = format!("hello-{lang}");
+        assert_eq!(b.ok(&["plugin", "new", "--lang", lang, &name]).trim(), name);
+        let dir = b.path(&name);
+        let o = run(wasmtap().current_dir(&dir).args(["plugin", "build"]));
+        assert_eq!(o.status.code(), Some(0), "{lang}: {}", stderr(&o));
+        let packed = format!("./{name}/target/wasmtap/{name}.wasm");
+        assert_eq!(stdout(&o).trim(), format!("./target/wasmtap/{name}.wasm"));
+        let shown = b.ok(&["plugin", "inspect", &packed]);
+        assert!(
+            shown.contains(&format!("name:      {name} 0.1.0")) && shown.contains("probes:    file:open"),
+            "{shown}"
+        );
+        // Python's interpreter makes 38 core instances: its manifest says so, and it runs
+        // under the default limits because of it.
+        assert_eq!(shown.contains("limits:    38 core instances"), lang == "python", "{shown}");
+        let out = b.ok(&["replay", &recording, &packed, "--param", "top=0"]);
+        assert_eq!(out, "@opens[opener]: 18\n\n", "{lang}");
+        // Its golden script passes, and fails when the expected output is wrong.
+        let golden = || run(std::process::Command::new("sh").current_dir(&dir).arg("tests/golden.sh"));
+        let o = golden();
+        assert_eq!(o.status.code(), Some(0), "{lang}: {}{}", stdout(&o), stderr(&o));
+        std::fs::write(dir.join("tests/expected.txt"), "@opens[opener]: 17\n\n").unwrap();
+        let o = golden();
+        assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+        assert!(stderr(&o).contains("the output differs from tests/expected.txt"), "{}", stderr(&o));
+        if require_root() {
+            let o = run(wasmtap().current_dir(&dir).args([
+                "run",
+                &format!("./target/wasmtap/{name}.wasm"),
+                "-c",
+                "cat /etc/hostname",
+            ]));
+            assert_eq!(o.status.code(), Some(0), "{lang}: {}", stderr(&o));
+            assert!(map_value(&stdout(&o), "opens", "cat").is_some_and(|n| n >= 1), "{lang}: {}", stdout(&o));
+        }
+    }
+    // A directory with no plugin in any language is refused, naming what it looked for.
+    std::fs::create_dir_all(b.path("empty")).unwrap();
+    let e = b.refused(&["plugin", "build", "empty"]);
+    assert!(
+        e.contains(
+            "empty has no Cargo.toml (a Rust plugin), plugin.c (C), plugin.py (Python) or plugin.js (JavaScript)"
+        ),
+        "{e}"
+    );
+}
+
 #[test]
 fn under_tapsets_policy_an_installed_tapset_is_held_to_the_plugin_rules_before_compilation() {
     let b = Bench::new("tapset-policy");

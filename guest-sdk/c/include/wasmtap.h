@@ -164,6 +164,20 @@ void wt_agg_from_kernel(plugin_list_aggregation_t *out, uint32_t id, const char 
 			const char *const *key_names, size_t nkeys, uint8_t kind, uint8_t order, uint32_t top,
 			bool reset);
 
+/* Counts, or power-of-two histograms (bpftrace's `hist`), by a text key, kept in the
+ * plugin: zero-initialize one (`static wt_counts opens;`), add with wt_count or wt_hist
+ * (one table holds one or the other), hand it over with wt_counts_report. */
+typedef struct wt_counts {
+	struct wt_count_entry *slots;
+	size_t cap, len;
+} wt_counts;
+void wt_count(wt_counts *c, const char *key, int64_t n);
+void wt_hist(wt_counts *c, const char *key, int64_t value);
+/* Append `c` to `out` as aggregation `name` (count, or quantize for histograms), its key
+ * named `key_name`; `c` keeps its entries. */
+void wt_counts_report(plugin_list_aggregation_t *out, const wt_counts *c, const char *name, const char *title,
+		      const char *key_name, uint8_t order, uint32_t top);
+
 /* Log `msg` at `level` (WASMTAP_PLUGIN_SERVICES_LEVEL_*). */
 void wt_log(uint8_t level, const char *msg);
 

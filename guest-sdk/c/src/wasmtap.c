@@ -426,6 +426,141 @@ void wt_open_full_path(const wt_event *ev, char *buf, size_t n)
 	}
 }
 
+/* A key's count, or its histogram: one bucket per power of two (wasmtap_abi::hist's
+ * numbering, -64..63, at index bucket + 64), allocated at its first sample. */
+struct wt_count_entry {
+	char *key;
+	int64_t count;
+	int64_t sum;
+	uint64_t *buckets;
+};
+
+static uint64_t wt_fnv(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 0x100000001b3ull;
+	return h;
+}
+
+static struct wt_count_entry *wt_slot(wt_counts *c, const char *key)
+{
+	size_t i;
+
+	if (2 * (c->len + 1) > c->cap) {
+		wt_counts grown = { calloc(c->cap ? 2 * c->cap : 64, sizeof(struct wt_count_entry)), 0, 0 };
+
+		if (!grown.slots)
+			abort();
+		grown.cap = c->cap ? 2 * c->cap : 64;
+		for (size_t j = 0; j < c->cap; j++) {
+			if (!c->slots[j].key)
+				continue;
+			i = wt_fnv(c->slots[j].key) & (grown.cap - 1);
+			while (grown.slots[i].key)
+				i = (i + 1) & (grown.cap - 1);
+			grown.slots[i] = c->slots[j];
+		}
+		grown.len = c->len;
+		free(c->slots);
+		*c = grown;
+	}
+	i = wt_fnv(key) & (c->cap - 1);
+	while (c->slots[i].key && strcmp(c->slots[i].key, key) != 0)
+		i = (i + 1) & (c->cap - 1);
+	if (!c->slots[i].key) {
+		c->slots[i].key = strdup(key);
+		if (!c->slots[i].key)
+			abort();
+		c->len++;
+	}
+	return &c->slots[i];
+}
+
+void wt_count(wt_counts *c, const char *key, int64_t n)
+{
+	wt_slot(c, key)->count += n;
+}
+
+static int wt_log2_bucket(int64_t v)
+{
+	uint64_t a = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	int bits = a ? 64 - __builtin_clzll(a) : 0;
+
+	return v < 0 ? -bits : bits;
+}
+
+void wt_hist(wt_counts *c, const char *key, int64_t value)
+{
+	struct wt_count_entry *e = wt_slot(c, key);
+
+	if (!e->buckets && !(e->buckets = calloc(128, sizeof(uint64_t))))
+		abort();
+	e->buckets[wt_log2_bucket(value) + 64]++;
+	e->count++;
+	e->sum += value;
+}
+
+/* The values [low, high) of bucket `b`, as wasmtap_abi::hist::log2_range. */
+static void wt_log2_range(int b, int64_t *low, int64_t *high)
+{
+	if (b == 0) {
+		*low = 0, *high = 1;
+	} else if (b >= 63) {
+		*low = (int64_t)1 << 62, *high = INT64_MAX;
+	} else if (b > 0) {
+		*low = (int64_t)1 << (b - 1), *high = (int64_t)1 << b;
+	} else if (b <= -64) {
+		*low = INT64_MIN, *high = INT64_MIN + 1;
+	} else {
+		*low = -(int64_t)((uint64_t)1 << -b) + 1, *high = -((int64_t)1 << (-b - 1)) + 1;
+	}
+}
+
+void wt_counts_report(plugin_list_aggregation_t *out, const wt_counts *c, const char *name, const char *title,
+		      const char *key_name, uint8_t order, uint32_t top)
+{
+	plugin_aggregation_t *a = WT_PUSH(out);
+	bool hist = false;
+
+	a->name = wt_str(name);
+	a->title = wt_str(title);
+	*WT_PUSH(&a->key_names) = wt_str(key_name);
+	a->order = order;
+	a->top = top;
+	for (size_t i = 0; i < c->cap; i++) {
+		const struct wt_count_entry *e = &c->slots[i];
+		wasmtap_plugin_aggregations_agg_entry_t *out_e;
+		wasmtap_plugin_output_value_t *k;
+
+		if (!e->key)
+			continue;
+		out_e = WT_PUSH(&a->entries);
+		k = WT_PUSH(&out_e->key);
+		k->tag = WASMTAP_PLUGIN_OUTPUT_VALUE_TEXT;
+		k->val.text = wt_str(e->key);
+		if (!e->buckets) {
+			out_e->value.tag = WASMTAP_PLUGIN_AGGREGATIONS_AGG_VALUE_SCALAR;
+			out_e->value.val.scalar = e->count;
+			continue;
+		}
+		hist = true;
+		out_e->value.tag = WASMTAP_PLUGIN_AGGREGATIONS_AGG_VALUE_HISTOGRAM;
+		out_e->value.val.histogram.sum = e->sum;
+		for (int b = 0; b < 128; b++) {
+			wasmtap_plugin_aggregations_bucket_t *bk;
+
+			if (!e->buckets[b])
+				continue;
+			bk = WT_PUSH(&out_e->value.val.histogram.buckets);
+			wt_log2_range(b - 64, &bk->low, &bk->high);
+			bk->count = e->buckets[b];
+		}
+	}
+	a->kind = hist ? WASMTAP_PLUGIN_AGGREGATIONS_AGG_KIND_QUANTIZE : WASMTAP_PLUGIN_AGGREGATIONS_AGG_KIND_COUNT;
+}
+
 void wt_log(uint8_t level, const char *msg)
 {
 	plugin_string_t s;

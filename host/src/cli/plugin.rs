@@ -62,6 +62,18 @@ pub struct PullArgs {
 pub struct NewArgs {
     /// The plugin's name: its directory, crate and command-line name.
     name: String,
+    /// The language it is written in.
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: Lang,
+}
+
+/// A language plugins are written in, with an SDK of wasmtap's (docs/languages.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    Rust,
+    C,
+    Python,
+    Js,
 }
 
 #[derive(Args, Debug)]
@@ -565,6 +577,16 @@ const TEMPLATE: &[(&str, &str)] = &[
     ("README.md", include_str!("../../templates/plugin/README.md.in")),
     (".gitignore", "/target\n"),
 ];
+/// The same plugin in the other languages, with a script for its golden test.
+const TEMPLATE_C: &[(&str, &str)] = &[("plugin.c", include_str!("../../templates/plugin-c/plugin.c.in"))];
+const TEMPLATE_PYTHON: &[(&str, &str)] = &[("plugin.py", include_str!("../../templates/plugin-python/plugin.py.in"))];
+const TEMPLATE_JS: &[(&str, &str)] = &[("plugin.js", include_str!("../../templates/plugin-js/plugin.js.in"))];
+const TEMPLATE_SCRIPT: &[(&str, &str)] = &[
+    ("tests/golden.sh", include_str!("../../templates/plugin-script/golden.sh.in")),
+    ("tests/expected.txt", include_str!("../../templates/plugin/expected.txt")),
+    ("README.md", include_str!("../../templates/plugin-script/README.md.in")),
+    (".gitignore", "/target\n__pycache__/\n"),
+];
 /// The recording its golden test replays: a program that opened files, known times.
 const RECORDING: &[u8] = include_bytes!("../../../tests/golden/files.wtrec");
 
@@ -602,16 +624,40 @@ fn new(args: NewArgs) -> anyhow::Result<Outcome> {
         bail!("{} exists already: choose another name or remove it", dir.display());
     }
     let sdk = find_sdk()?;
-    let fill = |t: &str| t.replace("{{name}}", name).replace("{{sdk}}", &sdk.display().to_string());
-    for (path, text) in TEMPLATE {
+    let exe = std::env::current_exe()?;
+    let lang = match args.lang {
+        Lang::Rust => "Rust",
+        Lang::C => "C",
+        Lang::Python => "Python",
+        Lang::Js => "JavaScript",
+    };
+    let fill = |t: &str| {
+        t.replace("{{name}}", name)
+            .replace("{{sdk}}", &sdk.display().to_string())
+            .replace("{{lang}}", lang)
+            .replace("{{wasmtap}}", &exe.display().to_string())
+    };
+    let files: Vec<&(&str, &str)> = match args.lang {
+        Lang::Rust => TEMPLATE.iter().collect(),
+        Lang::C => TEMPLATE_C.iter().chain(TEMPLATE_SCRIPT).collect(),
+        Lang::Python => TEMPLATE_PYTHON.iter().chain(TEMPLATE_SCRIPT).collect(),
+        Lang::Js => TEMPLATE_JS.iter().chain(TEMPLATE_SCRIPT).collect(),
+    };
+    for (path, text) in files {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().expect("a file in a directory"))?;
         std::fs::write(&path, fill(text)).with_context(|| format!("cannot write {}", path.display()))?;
     }
     std::fs::write(dir.join("tests/opens.wtrec"), RECORDING)?;
+    if args.lang != Lang::Rust {
+        println!("{}", dir.display());
+        eprintln!(
+            "wasmtap: {lang} plugin {name} written; next: cd {name} && wasmtap plugin build && sh tests/golden.sh"
+        );
+        return Ok(Outcome::Clean);
+    }
     // The golden test runs this wasmtap; the build takes the versions this wasmtap was
     // built and tested with (and needs no network when they are in cargo's cache).
-    let exe = std::env::current_exe()?;
     std::fs::create_dir_all(dir.join(".cargo"))?;
     let config = format!("[env]\nWASMTAP = {:?}\n", exe.display().to_string());
     std::fs::write(dir.join(".cargo/config.toml"), config)?;
@@ -633,9 +679,12 @@ fn build(args: BuildArgs) -> anyhow::Result<Outcome> {
         componentize_py(dir, &args.module_path)?
     } else if dir.join("plugin.js").is_file() {
         componentize_js(dir, &args.module_path)?
+    } else if dir.join("plugin.c").is_file() {
+        build_c(dir)?
     } else {
         bail!(
-            "{} has no Cargo.toml (a Rust plugin), plugin.py (Python) or plugin.js (JavaScript): name a plugin's directory",
+            "{} has no Cargo.toml (a Rust plugin), plugin.c (C), plugin.py (Python) or plugin.js (JavaScript): \
+             name a plugin's directory",
             dir.display()
         );
     };
@@ -762,6 +811,34 @@ fn componentize_js(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
         })?;
     if !status.success() {
         bail!("componentize-qjs failed on {} (its messages are above)", dir.join("plugin.js").display());
+    }
+    Ok(out)
+}
+
+/// A C plugin (`DIR/plugin.c` and the other `.c` files beside it) built by the C SDK's
+/// tool, `wasmtap-c`.
+fn build_c(dir: &Path) -> anyhow::Result<PathBuf> {
+    let tool = find_tool("WASMTAP_C", "release/wasmtap-c", "wasmtap-c");
+    let target = dir.join("target/wasmtap");
+    std::fs::create_dir_all(&target).with_context(|| format!("cannot create {}", target.display()))?;
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "c") && p.is_file())
+        .collect();
+    sources.sort();
+    let out = target.join("component.wasm");
+    let status =
+        std::process::Command::new(&tool).arg("build").arg("-o").arg(&out).args(&sources).status().with_context(
+            || {
+                format!(
+                    "cannot run {} (built with wasmtap: `cargo build --release -p wasmtap-c`; or set WASMTAP_C)",
+                    tool.display()
+                )
+            },
+        )?;
+    if !status.success() {
+        bail!("wasmtap-c failed on {} (its messages are above)", dir.display());
     }
     Ok(out)
 }
