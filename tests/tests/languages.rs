@@ -212,3 +212,285 @@ fn hostile_plugins_in_every_language_are_stopped_with_the_rust_ones_messages_whi
         assert_eq!(u(&p["batches"]), 1, "stopped in its first call: {p}");
     }
 }
+
+/// The C SDK's decoder (guest-sdk/c/src/events.c, built natively) against the Rust SDK's
+/// table of records: a C program with one check per field of every record, written from
+/// guest-sdk/vectors.json.
+#[test]
+fn the_c_decoder_reads_the_rust_sdks_table_of_records_alike() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let table: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("guest-sdk/vectors.json")).unwrap()).unwrap();
+    let dir = target_dir().join("c-vectors");
+    let o = run(std::process::Command::new(target_dir().join("release/wasmtap-c")).arg("bindings").arg(&dir));
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(dir.join("vectors.c"), c_checks(&table)).unwrap();
+    let exe = dir.join("vectors");
+    let sdk = root.join("guest-sdk/c");
+    let o = run(std::process::Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(&dir)
+        .arg("-I")
+        .arg(sdk.join("include"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(dir.join("vectors.c"))
+        .arg(sdk.join("src/events.c")));
+    assert!(o.status.success(), "compiling the checks: {}", stderr(&o));
+    let o = run(&mut std::process::Command::new(&exe));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let records = table["records"].as_array().unwrap().len();
+    assert!(out.contains(&format!("{records} records, 0 mismatches")), "{out}");
+    // Every field of every record is checked: the header's, the kind's, stacks, tracepoint fields.
+    let checks: usize = out.lines().find_map(|l| l.strip_suffix(" checks")?.parse().ok()).expect("a count of checks");
+    assert!(checks >= 400, "{out}");
+}
+
+/// A C literal of a JSON string.
+fn c_str(v: &Value) -> String {
+    match v.as_str() {
+        Some(s) => format!("{:?}", s).replace("\\u{2026}", "\\xe2\\x80\\xa6"),
+        None => "NULL".into(),
+    }
+}
+
+/// A JSON integer or boolean as a C `uint64_t` literal (negative ones as their two's complement).
+fn c_u64(v: &Value) -> String {
+    match v {
+        Value::Bool(b) => format!("{}u", u8::from(*b)),
+        v if v.is_u64() => format!("{}ull", v.as_u64().unwrap()),
+        v => format!("(uint64_t){}ll", v.as_i64().expect("an integer")),
+    }
+}
+
+/// The C program checking every record of the table: `U(name, expr, want)` for integers,
+/// `S(name, ptr, len, want)` for text and bytes (NULL for none).
+fn c_checks(table: &Value) -> String {
+    let mut c = String::from(
+        r#"#include <stdio.h>
+#include <string.h>
+#include "wasmtap_events.h"
+static int bad, checks;
+static void u(const char *c, const char *k, unsigned long long got, unsigned long long want) {
+	checks++;
+	if (got != want) { printf("FAIL %s: %s is %llu, the Rust SDK reads %llu\n", c, k, got, want); bad++; }
+}
+static void s(const char *c, const char *k, const void *got, size_t len, const char *want, size_t wlen) {
+	checks++;
+	if ((!got) != (!want) || (got && (len != wlen || memcmp(got, want, len) != 0))) {
+		printf("FAIL %s: %s is %.*s, the Rust SDK reads %s\n", c, k, got ? (int)len : 4, got ? (const char *)got : "NULL", want ? want : "NULL");
+		bad++;
+	}
+}
+#define U(k, e, w) u(name, k, (unsigned long long)(e), (unsigned long long)(w))
+static size_t sl(const char *w) { return w ? strlen(w) : 0; }
+#define S(k, p, n, w) s(name, k, p, n, w, sl(w))
+#define SZ(k, p, w) do { const char *p_ = (p); S(k, p_, p_ ? strlen(p_) : 0, w); } while (0)
+int main(void) {
+	char buf[2048]; size_t len; const char *str; const uint8_t *bytes; uint64_t v, x, y; wt_frames kf, uf;
+	(void)str; (void)x; (void)y;
+"#,
+    );
+    let records = table["records"].as_array().unwrap();
+    for r in records {
+        let e = &r["expect"];
+        let hex = r["record"].as_str().unwrap();
+        let bytes: Vec<String> = (0..hex.len()).step_by(2).map(|i| format!("0x{}", &hex[i..i + 2])).collect();
+        c.push_str(&format!(
+            "\t{{ static const uint8_t r[] = {{{}}}; const char *name = {}; wt_event ev; size_t off = 0;\n",
+            bytes.join(","),
+            c_str(&r["name"])
+        ));
+        c.push_str("\tif (!wt_next_record(r, sizeof r, &off, &ev)) { printf(\"FAIL %s: not decoded\\n\", name); bad++; } else {\n");
+        let mut check = |line: String| c.push_str(&format!("\t\t{line}\n"));
+        for (k, f) in [
+            ("ts_ns", "ev.ts_ns"),
+            ("pid", "ev.pid"),
+            ("tid", "ev.tid"),
+            ("uid", "ev.uid"),
+            ("gid", "ev.gid"),
+            ("cgroup_id", "ev.cgroup"),
+            ("sub", "ev.sub"),
+            ("flags", "ev.flags"),
+        ] {
+            check(format!("U({k:?}, {f}, {});", c_u64(&e[k])));
+        }
+        check(format!("SZ(\"comm\", ev.comm, {});", c_str(&e["comm"])));
+        match &e["stacks"] {
+            Value::Null => check("U(\"stacks\", wt_stacks(&ev, &kf, &uf), 0);".into()),
+            st => {
+                check("U(\"stacks\", wt_stacks(&ev, &kf, &uf), 1);".into());
+                for (side, var) in [("kernel", "kf"), ("user", "uf")] {
+                    let frames = st[side].as_array().unwrap();
+                    check(format!("U(\"stacks.{side}\", {var}.len, {});", frames.len()));
+                    for (i, fr) in frames.iter().enumerate() {
+                        check(format!("U(\"stacks.{side}[{i}]\", wt_frame({var}, {i}), {});", c_u64(fr)));
+                    }
+                }
+            }
+        }
+        let kind = e["kind"].as_str().unwrap();
+        let num = |k: &str, expr: &str| format!("U({k:?}, {expr}, {});", c_u64(&e[k]));
+        match kind {
+            "sys_enter" | "sys_exit" => {
+                check(format!("U(\"kind\", ev.kind, {});", if kind == "sys_enter" { 1 } else { 2 }));
+                check(num("nr", "wt_sys_nr(&ev)"));
+                check(format!("SZ(\"name\", wt_syscall_name(wt_sys_nr(&ev)), {});", c_str(&e["name"])));
+                if kind == "sys_enter" {
+                    for (i, a) in e["args"].as_array().unwrap().iter().enumerate() {
+                        check(format!("U(\"args[{i}]\", wt_sys_arg(&ev, {i}), {});", c_u64(a)));
+                    }
+                } else {
+                    check(num("ret", "wt_sys_ret(&ev)"));
+                }
+            }
+            "exec" => {
+                check(num("ppid", "wt_exec_ppid(&ev)"));
+                check(num("ret", "wt_exec_ret(&ev)"));
+                check(num("argc", "wt_exec_argc(&ev)"));
+                check(num("truncated", "wt_exec_truncated(&ev)"));
+                let args = e["args"].as_array().unwrap();
+                for (i, a) in args.iter().enumerate() {
+                    check(format!("str = wt_exec_arg(&ev, {i}, &len); S(\"args[{i}]\", str, len, {});", c_str(a)));
+                }
+                check(format!("U(\"args past the last\", wt_exec_arg(&ev, {}, &len) == NULL, 1);", args.len()));
+            }
+            "fork" => {
+                check(num("child_pid", "wt_fork_child_pid(&ev)"));
+                check(num("child_tid", "wt_fork_child_tid(&ev)"));
+                check(num("is_thread", "wt_fork_is_thread(&ev)"));
+            }
+            "exit" => {
+                for (k, f) in [
+                    ("exit_code", "wt_exit_status"),
+                    ("code", "wt_exit_code"),
+                    ("signal", "wt_exit_signal"),
+                    ("core_dumped", "wt_exit_core_dumped"),
+                    ("ppid", "wt_exit_ppid"),
+                    ("start_ns", "wt_exit_start_ns"),
+                    ("group_dead", "wt_exit_group_dead"),
+                ] {
+                    check(num(k, &format!("{f}(&ev)")));
+                }
+                match e["cpu_ns"].is_null() {
+                    true => check("U(\"cpu_ns\", wt_exit_cpu(&ev, &v, &x, &y), 0);".into()),
+                    false => {
+                        check("U(\"cpu_ns present\", wt_exit_cpu(&ev, &v, &x, &y), 1);".into());
+                        check(format!(
+                            "U(\"cpu_ns\", v, {}); U(\"user_ns\", x, {}); U(\"sys_ns\", y, {});",
+                            c_u64(&e["cpu_ns"]),
+                            c_u64(&e["user_ns"]),
+                            c_u64(&e["sys_ns"])
+                        ));
+                    }
+                }
+            }
+            "open" => {
+                for (k, f) in [
+                    ("nr", "wt_open_nr"),
+                    ("dfd", "wt_open_dfd"),
+                    ("flags_value", "wt_open_flags"),
+                    ("mode", "wt_open_mode"),
+                    ("ret", "wt_open_ret"),
+                    ("latency_ns", "wt_open_latency_ns"),
+                    ("path_truncated", "wt_open_path_truncated"),
+                    ("base_truncated", "wt_open_base_truncated"),
+                ] {
+                    check(num(k, &format!("{f}(&ev)")));
+                }
+                check(format!("SZ(\"name\", wt_syscall_name(wt_open_nr(&ev)), {});", c_str(&e["name"])));
+                check(format!(
+                    "SZ(\"errno\", wt_open_ret(&ev) < 0 ? wt_errno_name(wt_open_ret(&ev)) : NULL, {});",
+                    c_str(&e["errno"])
+                ));
+                check(format!("SZ(\"path\", wt_open_path(&ev), {});", c_str(&e["path"])));
+                check(format!(
+                    "wt_open_full_path(&ev, buf, sizeof buf); SZ(\"full_path\", buf, {});",
+                    c_str(&e["full_path"])
+                ));
+                check(format!(
+                    "wt_open_flags_str(wt_open_flags(&ev), buf, sizeof buf); SZ(\"flags_str\", buf, {});",
+                    c_str(&e["flags_str"])
+                ));
+            }
+            "tracepoint" => {
+                check(num("event_id", "wt_tp_event_id(&ev)"));
+                check(num("truncated", "wt_tp_truncated(&ev)"));
+                let data = e["data"].as_str().unwrap();
+                let lit: String = (0..data.len()).step_by(2).map(|i| format!("\\x{}", &data[i..i + 2])).collect();
+                check(format!(
+                    "bytes = wt_tp_data(&ev, &len); s(name, \"data\", bytes, len, \"{lit}\", {});",
+                    data.len() / 2
+                ));
+                for f in r["schema"].as_array().unwrap() {
+                    let fname = f["name"].as_str().unwrap();
+                    let kind = ["signed", "unsigned", "text", "dynamic-text", "dynamic-bytes", "array"]
+                        .iter()
+                        .position(|k| f["kind"] == *k)
+                        .unwrap();
+                    check(format!(
+                        "{{ wt_field f = {{ {kind}, {}, {}, {}, {} }};",
+                        f["signed"].as_bool().unwrap(),
+                        f["offset"],
+                        f["size"],
+                        f["count"]
+                    ));
+                    let want = &e["fields"][fname];
+                    let line = match (kind, want) {
+                        (0 | 1, Value::Null) => format!("U(\"{fname}\", wt_field_int(&ev, &f, &v), 0);"),
+                        (0 | 1, w) => format!("U(\"{fname} read\", wt_field_int(&ev, &f, &v), 1); U(\"{fname}\", v, {});", c_u64(w)),
+                        (5, Value::Null) => format!("U(\"{fname}\", wt_field_elem(&ev, &f, 0, &v), 0);"),
+                        (5, w) => w
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .enumerate()
+                            .map(|(i, x)| format!("U(\"{fname}[{i}] read\", wt_field_elem(&ev, &f, {i}, &v), 1); U(\"{fname}[{i}]\", v, {});", c_u64(x)))
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        (4, Value::String(h)) => {
+                            let lit: String = (0..h.len()).step_by(2).map(|i| format!("\\x{}", &h[i..i + 2])).collect();
+                            format!("bytes = wt_field_bytes(&ev, &f, &len); s(name, \"{fname}\", bytes, len, \"{lit}\", {});", h.len() / 2)
+                        }
+                        (_, w) => format!("bytes = wt_field_bytes(&ev, &f, &len); S(\"{fname}\", bytes, len, {});", c_str(w)),
+                    };
+                    check(format!("{line} }}"));
+                }
+            }
+            "user" => {
+                for (k, f) in [
+                    ("probe", "wt_user_probe"),
+                    ("ip", "wt_user_ip"),
+                    ("nargs", "wt_user_nargs"),
+                    ("is_return", "wt_user_is_return"),
+                ] {
+                    check(num(k, &format!("{f}(&ev)")));
+                }
+                for (i, a) in e["args"].as_array().unwrap().iter().enumerate() {
+                    check(format!("U(\"args[{i}]\", wt_user_arg(&ev, {i}), {});", c_u64(a)));
+                }
+                if !e["retval"].is_null() {
+                    check(format!("U(\"retval\", wt_user_arg(&ev, 0), {});", c_u64(&e["retval"])));
+                }
+            }
+            "sample" => {
+                for (k, f) in [
+                    ("event", "wt_sample_event"),
+                    ("cpu", "wt_sample_cpu"),
+                    ("addr", "wt_sample_addr"),
+                    ("ip", "wt_sample_ip"),
+                ] {
+                    check(num(k, &format!("{f}(&ev)")));
+                }
+            }
+            other => panic!("a kind the checks do not know: {other}"),
+        }
+        c.push_str("\t} }\n");
+    }
+    c.push_str(&format!(
+        "\tprintf(\"%d checks\\n{} records, %d mismatches\\n\", checks, bad);\n\treturn bad != 0;\n}}\n",
+        records.len()
+    ));
+    c
+}

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "plugin.h"
+#include "wasmtap_events.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,61 +81,14 @@ enum {
 uint32_t wt_kernel_count(plugin_plan_t *plan, const char *name, const char *probe, const uint8_t *keys,
 			 size_t nkeys);
 
-/* ---- events (docs/abi.md) ---- */
-
-enum {
-	WT_SYS_ENTER = 1,
-	WT_SYS_EXIT = 2,
-	WT_EXEC = 3,
-	WT_FORK = 4,
-	WT_EXIT = 5,
-	WT_TRACEPOINT = 6,
-	WT_USER = 7,
-	WT_SAMPLE = 8,
-	WT_OPEN = 10,
-};
-
-/* One record of a batch: the header's fields, and the record itself for the kind's
- * accessors. Valid until the batch is freed. */
-typedef struct wt_event {
-	uint16_t kind;
-	uint16_t size;
-	uint16_t sub; /* the index of the subscription it matched */
-	uint16_t flags;
-	uint64_t ts_ns;
-	uint32_t pid, tid, uid, gid;
-	uint64_t cgroup;
-	char comm[17]; /* NUL-terminated */
-	const uint8_t *rec;
-} wt_event;
-
 /* The next record of `batch` from `*offset` into `ev`; false at the end, or at a record
  * whose kind or size is not valid (a decoder stops there). */
 bool wt_next(const plugin_list_u8_t *batch, size_t *offset, wt_event *ev);
 
-/* sys_enter, sys_exit: the syscall number; arguments (enter, 0-5); the return (exit). */
-int64_t wt_sys_nr(const wt_event *ev);
-uint64_t wt_sys_arg(const wt_event *ev, unsigned i);
-int64_t wt_sys_ret(const wt_event *ev);
-/* The name of syscall `nr` on this machine (x86_64), or NULL. */
-const char *wt_syscall_name(int64_t nr);
-
-/* open: the path (NUL-terminated, in the record), flags, mode, and the fd or -errno. */
-const char *wt_open_path(const wt_event *ev);
-uint64_t wt_open_flags(const wt_event *ev);
-uint64_t wt_open_mode(const wt_event *ev);
-int64_t wt_open_ret(const wt_event *ev);
-int32_t wt_open_nr(const wt_event *ev);
-
-/* The path made absolute, as the Rust SDK's `Open::full_path`: a relative path joined to
- * the directory the kernel walked (leading `./` dropped); otherwise as passed. Into `buf`,
- * cut to `n` bytes with its NUL. */
-void wt_open_full_path(const wt_event *ev, char *buf, size_t n);
-/* Open flags decoded: the access mode, then each flag set, then unknown bits in hex
- * ("O_WRONLY|O_CREAT|O_TRUNC"). */
-void wt_open_flags_str(uint64_t flags, char *buf, size_t n);
-/* The name of errno `e` or `-e` ("ENOENT"), or NULL. */
-const char *wt_errno_name(int64_t e);
+/* Field `name` of subscription `sub`'s tracepoint records, as `probes.schema` describes it,
+ * into `f` (read it with wt_field_int, wt_field_elem, wt_field_bytes); false if it has none.
+ * Ask once per subscription (at start or the first batch), not per event. */
+bool wt_schema_field(uint32_t sub, const char *name, wt_field *f);
 
 /* ---- output ---- */
 

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <wasi/api.h>
 
-#include "wasmtap_names.h" /* WT_SYSCALL_NAMES, WT_ERRNO_NAMES, WT_OPEN_FLAG_NAMES: written by wasmtap-c */
 
 /* A new zeroed element at the end of a list the SDK builds (`ptr` and `len`). Its capacity
  * is the power of two at or above `len` (lists here grow only by WT_PUSH), so a list of n
@@ -172,130 +171,30 @@ uint32_t wt_kernel_count(plugin_plan_t *plan, const char *name, const char *prob
 	return (uint32_t)(plan->aggregations.len - 1);
 }
 
-/* Little-endian loads at `off` of a record (wasm32 is little-endian). */
-static uint16_t wt_u16(const uint8_t *p, size_t off)
-{
-	uint16_t v;
-
-	memcpy(&v, p + off, sizeof(v));
-	return v;
-}
-
-static uint32_t wt_u32(const uint8_t *p, size_t off)
-{
-	uint32_t v;
-
-	memcpy(&v, p + off, sizeof(v));
-	return v;
-}
-
-static uint64_t wt_u64(const uint8_t *p, size_t off)
-{
-	uint64_t v;
-
-	memcpy(&v, p + off, sizeof(v));
-	return v;
-}
-
-#define WT_HEADER 56
-
-/* The smallest valid size of each kind (docs/abi.md), 0 for a kind that does not exist. */
-static size_t wt_min_size(uint16_t kind)
-{
-	switch (kind) {
-	case WT_SYS_ENTER: return 112;
-	case WT_SYS_EXIT: return 72;
-	case WT_EXEC: return 72;
-	case WT_FORK: return 64;
-	case WT_EXIT: return 72;
-	case WT_TRACEPOINT: return 64;
-	case WT_USER: return 168;
-	case WT_SAMPLE: return 80;
-	case WT_OPEN: return 104;
-	}
-	return 0;
-}
-
 bool wt_next(const plugin_list_u8_t *batch, size_t *offset, wt_event *ev)
 {
-	size_t off = *offset;
-	const uint8_t *p;
-	size_t size, min;
+	return wt_next_record(batch->ptr, batch->len, offset, ev);
+}
 
-	if (off > batch->len || batch->len - off < WT_HEADER)
+bool wt_schema_field(uint32_t sub, const char *name, wt_field *f)
+{
+	wasmtap_plugin_probes_probe_schema_t s;
+	size_t n = strlen(name);
+	bool found = false;
+
+	if (!wasmtap_plugin_probes_schema(sub, &s))
 		return false;
-	p = batch->ptr + off;
-	size = wt_u16(p, 2);
-	min = wt_min_size(wt_u16(p, 0));
-	if (!min || size < min || size % 8 || size > batch->len - off)
-		return false;
-	ev->kind = wt_u16(p, 0);
-	ev->size = (uint16_t)size;
-	ev->sub = wt_u16(p, 4);
-	ev->flags = wt_u16(p, 6);
-	ev->ts_ns = wt_u64(p, 8);
-	ev->pid = wt_u32(p, 16);
-	ev->tid = wt_u32(p, 20);
-	ev->uid = wt_u32(p, 24);
-	ev->gid = wt_u32(p, 28);
-	ev->cgroup = wt_u64(p, 32);
-	memcpy(ev->comm, p + 40, 16);
-	ev->comm[16] = 0;
-	ev->rec = p;
-	*offset = off + size;
-	return true;
-}
+	for (size_t i = 0; i < s.fields.len && !found; i++) {
+		const wasmtap_plugin_probes_field_t *x = &s.fields.ptr[i];
 
-int64_t wt_sys_nr(const wt_event *ev)
-{
-	return (int64_t)wt_u64(ev->rec, 56);
-}
-
-uint64_t wt_sys_arg(const wt_event *ev, unsigned i)
-{
-	return ev->kind == WT_SYS_ENTER && i < 6 ? wt_u64(ev->rec, 64 + 8 * i) : 0;
-}
-
-int64_t wt_sys_ret(const wt_event *ev)
-{
-	return ev->kind == WT_SYS_EXIT ? (int64_t)wt_u64(ev->rec, 64) : 0;
-}
-
-const char *wt_syscall_name(int64_t nr)
-{
-	if (nr < 0 || (uint64_t)nr >= sizeof(WT_SYSCALL_NAMES) / sizeof(WT_SYSCALL_NAMES[0]))
-		return NULL;
-	return WT_SYSCALL_NAMES[nr][0] ? WT_SYSCALL_NAMES[nr] : NULL;
-}
-
-const char *wt_open_path(const wt_event *ev)
-{
-	uint16_t len = wt_u16(ev->rec, 96);
-
-	/* The path and its NUL lie inside the record, or there is none. */
-	if (len == 0 || 104u + len > ev->size || ev->rec[104 + len - 1] != 0)
-		return "";
-	return (const char *)ev->rec + 104;
-}
-
-uint64_t wt_open_flags(const wt_event *ev)
-{
-	return wt_u64(ev->rec, 64);
-}
-
-uint64_t wt_open_mode(const wt_event *ev)
-{
-	return wt_u64(ev->rec, 72);
-}
-
-int64_t wt_open_ret(const wt_event *ev)
-{
-	return (int64_t)wt_u64(ev->rec, 80);
-}
-
-int32_t wt_open_nr(const wt_event *ev)
-{
-	return (int32_t)wt_u32(ev->rec, 56);
+		if (x->name.len != n || memcmp(x->name.ptr, name, n) != 0)
+			continue;
+		*f = (wt_field){ .kind = x->kind, .is_signed = x->signed_, .offset = x->offset, .size = x->size,
+				 .count = x->count };
+		found = true;
+	}
+	wasmtap_plugin_probes_probe_schema_free(&s);
+	return found;
 }
 
 uint32_t wt_table(plugin_plan_t *plan, const char *name, const wt_column *cols, size_t ncols)
@@ -339,91 +238,6 @@ void wt_cell_text(const char *s)
 
 	c->tag = WASMTAP_PLUGIN_OUTPUT_VALUE_TEXT;
 	c->val.text = wt_str(s);
-}
-
-const char *wt_errno_name(int64_t e)
-{
-	if (e < 0)
-		e = -e;
-	return e > 0 && e < 4096 ? WT_ERRNO_NAMES[e] : NULL;
-}
-
-/* Append `s` to buf[*at..n), keeping it NUL-terminated. */
-static void wt_cat(char *buf, size_t n, size_t *at, const char *s)
-{
-	while (*s && *at + 1 < n)
-		buf[(*at)++] = *s++;
-	if (n)
-		buf[*at < n ? *at : n - 1] = 0;
-}
-
-void wt_open_flags_str(uint64_t flags, char *buf, size_t n)
-{
-	static const char *const modes[] = { "O_RDONLY", "O_WRONLY", "O_RDWR", "O_ACCMODE" };
-	uint64_t rest = flags & ~(uint64_t)03;
-	size_t at = 0;
-
-	if (n)
-		buf[0] = 0;
-	if (flags & 010000000) {
-		wt_cat(buf, n, &at, "O_PATH");
-		rest &= ~(uint64_t)010000000;
-	} else {
-		wt_cat(buf, n, &at, modes[flags & 03]);
-	}
-	for (size_t i = 0; i < sizeof(WT_OPEN_FLAG_NAMES) / sizeof(WT_OPEN_FLAG_NAMES[0]); i++) {
-		if ((rest & WT_OPEN_FLAG_NAMES[i].bits) == WT_OPEN_FLAG_NAMES[i].bits) {
-			wt_cat(buf, n, &at, "|");
-			wt_cat(buf, n, &at, WT_OPEN_FLAG_NAMES[i].name);
-			rest &= ~WT_OPEN_FLAG_NAMES[i].bits;
-		}
-	}
-	if (rest) {
-		char hex[24];
-
-		snprintf(hex, sizeof(hex), "|%#llx", (unsigned long long)rest);
-		wt_cat(buf, n, &at, hex);
-	}
-}
-
-void wt_open_full_path(const wt_event *ev, char *buf, size_t n)
-{
-	const char *path = wt_open_path(ev), *rel = path;
-	uint16_t path_len = wt_u16(ev->rec, 96), base_len = wt_u16(ev->rec, 98), depth = wt_u16(ev->rec, 100);
-	const char *names[64];
-	size_t count = 0, at = 0;
-
-	if (n)
-		buf[0] = 0;
-	if (path[0] == '/' || path[0] == 0 || !(ev->flags & 4) || 104u + path_len + base_len > ev->size) {
-		wt_cat(buf, n, &at, path);
-		return;
-	}
-	/* The directory's names, innermost first, each NUL-terminated, inside the record. */
-	for (const char *p = (const char *)ev->rec + 104 + path_len, *end = p + base_len;
-	     p < end && count < depth && count < 64;) {
-		const char *nul = memchr(p, 0, (size_t)(end - p));
-
-		if (!nul)
-			break;
-		names[count++] = p;
-		p = nul + 1;
-	}
-	if (ev->flags & 2)
-		wt_cat(buf, n, &at, "\u2026");
-	while (count)
-		wt_cat(buf, n, &at, "/"), wt_cat(buf, n, &at, names[--count]);
-	while (rel[0] == '.' && rel[1] == '/') {
-		rel += 2;
-		while (*rel == '/')
-			rel++;
-	}
-	if (strcmp(rel, ".") != 0) {
-		wt_cat(buf, n, &at, "/");
-		wt_cat(buf, n, &at, rel);
-	} else if (at == 0) {
-		wt_cat(buf, n, &at, "/");
-	}
 }
 
 /* A key's count, or its histogram: one bucket per power of two (wasmtap_abi::hist's

@@ -161,6 +161,7 @@ fn build(out: &Path, sources: &[PathBuf], cflags: &[String]) -> Result<()> {
         .arg(&core)
         .args(sources)
         .arg(sdk.join("src/wasmtap.c"))
+        .arg(sdk.join("src/events.c"))
         .arg(gen.join("plugin.c"))
         .arg(gen.join("plugin_component_type.o"))
         .arg("-Wl,--strip-all");
