@@ -46,15 +46,40 @@ const utf8 = {
   },
   /** Text as bytes. */
   encode(s) {
-    const out = [];
-    for (const ch of s) {
-      const cp = ch.codePointAt(0);
-      if (cp < 0x80) out.push(cp);
-      else if (cp < 0x800) out.push(0xc0 | (cp >> 6), 0x80 | (cp & 63));
-      else if (cp < 0x10000) out.push(0xe0 | (cp >> 12), 0x80 | ((cp >> 6) & 63), 0x80 | (cp & 63));
-      else out.push(0xf0 | (cp >> 18), 0x80 | ((cp >> 12) & 63), 0x80 | ((cp >> 6) & 63), 0x80 | (cp & 63));
+    const out = new Uint8Array(3 * s.length);
+    return out.subarray(0, utf8.encodeInto(s, out, 0));
+  },
+  /** Text as UTF-8 into `out` from `at` (3 bytes a UTF-16 unit at most); returns the bytes written. */
+  encodeInto(s, out, at) {
+    const start = at;
+    for (let i = 0; i < s.length; i++) {
+      let c = s.charCodeAt(i);
+      if (c < 0x80) {
+        out[at++] = c;
+        continue;
+      }
+      if (c >= 0xd800 && c < 0xdc00 && i + 1 < s.length) {
+        const d = s.charCodeAt(i + 1);
+        if (d >= 0xdc00 && d < 0xe000) {
+          c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00);
+          i++;
+          out[at++] = 0xf0 | (c >> 18);
+          out[at++] = 0x80 | ((c >> 12) & 63);
+          out[at++] = 0x80 | ((c >> 6) & 63);
+          out[at++] = 0x80 | (c & 63);
+          continue;
+        }
+      }
+      if (c >= 0xd800 && c < 0xe000) c = 0xfffd; // a lone surrogate
+      if (c < 0x800) {
+        out[at++] = 0xc0 | (c >> 6);
+      } else {
+        out[at++] = 0xe0 | (c >> 12);
+        out[at++] = 0x80 | ((c >> 6) & 63);
+      }
+      out[at++] = 0x80 | (c & 63);
     }
-    return Uint8Array.from(out);
+    return at - start;
   },
 };
 
@@ -95,26 +120,32 @@ export function errnoName(e) {
   return ERRNOS[Math.abs(e)] ?? null;
 }
 
-/** Open flags as `O_WRONLY|O_CREAT|O_TRUNC`: the access mode, each flag, unknown bits in hex. */
+/** Open flags as `O_WRONLY|O_CREAT|O_TRUNC`: the access mode, each flag, unknown bits in
+ * hex. `flags` a Number or a BigInt. */
 export function openFlags(flags) {
-  let f = BigInt(flags);
-  let rest = f & ~3n;
-  const out = [];
-  if (f & 0o10000000n) {
-    out.push("O_PATH");
-    rest &= ~0o10000000n;
+  const f = BigInt(flags);
+  return openFlagsParts(Number(f & 0xffffffffn), Number(f >> 32n));
+}
+
+/** The same from the low and high 32 bits (every flag's name is in the low ones). */
+function openFlagsParts(lo, hi) {
+  let rest = (lo & ~3) >>> 0;
+  let out;
+  if (lo & 0o10000000) {
+    out = "O_PATH";
+    rest = (rest & ~0o10000000) >>> 0;
   } else {
-    out.push(["O_RDONLY", "O_WRONLY", "O_RDWR", "O_ACCMODE"][Number(f & 3n)]);
+    out = ["O_RDONLY", "O_WRONLY", "O_RDWR", "O_ACCMODE"][lo & 3];
   }
   for (const [bits, name] of OPEN_FLAGS) {
-    const b = BigInt(bits);
-    if ((rest & b) === b) {
-      out.push(name);
-      rest &= ~b;
+    if ((rest & bits) >>> 0 === bits) {
+      out += "|" + name;
+      rest = (rest & ~bits) >>> 0;
     }
   }
-  if (rest) out.push("0x" + rest.toString(16));
-  return out.join("|");
+  if (hi) out += "|0x" + hi.toString(16) + rest.toString(16).padStart(8, "0");
+  else if (rest) out += "|0x" + rest.toString(16);
+  return out;
 }
 
 /** Bytes up to the first NUL, as text (invalid UTF-8 replaced). */
@@ -123,35 +154,46 @@ function text(bytes) {
   return utf8.decode(end < 0 ? bytes : bytes.subarray(0, end));
 }
 
-/** A 64-bit value as a Number (exact below 2^53). */
-const num = (b) => Number(b);
+const TWO32 = 4294967296;
 
 export class Event {
-  constructor(bytes, view, kind, size) {
-    this.bytes = bytes; // the record, a Uint8Array over the batch
+  /** Record `size` bytes at `off` of `batch` (a Uint8Array), `view` a DataView over all of `batch`. */
+  constructor(batch, view, off, kind, size) {
+    this.batch = batch;
     this.view = view;
+    this.off = off;
     this.kind = kind;
     this.size = size;
   }
-  get sub() { return this.view.getUint16(4, true); }
-  get flags() { return this.view.getUint16(6, true); }
-  get tsNs() { return num(this.view.getBigUint64(8, true)); }
-  get pid() { return this.view.getUint32(16, true); }
-  get tid() { return this.view.getUint32(20, true); }
-  get uid() { return this.view.getUint32(24, true); }
-  get gid() { return this.view.getUint32(28, true); }
-  get cgroupId() { return num(this.view.getBigUint64(32, true)); }
-  get comm() { return text(this.bytes.subarray(40, 56)); }
+  /** The record's bytes (a Uint8Array over the batch). */
+  get bytes() { return this.batch.subarray(this.off, this.off + this.size); }
+  u16(at) { return this.view.getUint16(this.off + at, true); }
+  u32(at) { return this.view.getUint32(this.off + at, true); }
+  i32(at) { return this.view.getInt32(this.off + at, true); }
+  /** A 64-bit field as a Number (exact below 2^53), read as two halves: BigInts are slow in QuickJS. */
+  u64(at) { return this.u32(at) + this.u32(at + 4) * TWO32; }
+  i64(at) { return this.u32(at) + this.i32(at + 4) * TWO32; }
+  /** A 64-bit field as a BigInt (addresses, registers). */
+  big(at) { return this.view.getBigUint64(this.off + at, true); }
+  get sub() { return this.u16(4); }
+  get flags() { return this.u16(6); }
+  get tsNs() { return this.u64(8); }
+  get pid() { return this.u32(16); }
+  get tid() { return this.u32(20); }
+  get uid() { return this.u32(24); }
+  get gid() { return this.u32(28); }
+  get cgroupId() { return this.u64(32); }
+  get comm() { return text(this.batch.subarray(this.off + 40, this.off + 56)); }
 
   /** {kernel, user} frames (BigInts), innermost first, or null if the record carries no stacks. */
   get stacks() {
     if (!(this.flags & STACK_FLAG) || ![TRACEPOINT, USER, SAMPLE].includes(this.kind)) return null;
     const n = this.size;
-    const k = this.view.getUint16(n - 8, true), u = this.view.getUint16(n - 6, true);
+    const k = this.u16(n - 8), u = this.u16(n - 6);
     const start = n - 8 - 8 * (k + u);
     if (k > MAX_FRAMES || u > MAX_FRAMES || start < MIN_SIZE[this.kind]) return null;
     const frames = [];
-    for (let i = 0; i < k + u; i++) frames.push(this.view.getBigUint64(start + 8 * i, true));
+    for (let i = 0; i < k + u; i++) frames.push(this.big(start + 8 * i));
     return { kernel: frames.slice(0, k), user: frames.slice(k) };
   }
 
@@ -163,26 +205,26 @@ export class Event {
 }
 
 export class SysEnter extends Event {
-  get nr() { return num(this.view.getBigInt64(56, true)); }
+  get nr() { return this.i64(56); }
   get name() { return syscallName(this.nr); }
   get args() { return [0, 1, 2, 3, 4, 5].map((i) => this.arg(i)); }
-  arg(i) { return i >= 0 && i < 6 ? this.view.getBigUint64(64 + 8 * i, true) : 0n; }
+  arg(i) { return i >= 0 && i < 6 ? this.big(64 + 8 * i) : 0n; }
 }
 
 export class SysExit extends Event {
-  get nr() { return num(this.view.getBigInt64(56, true)); }
+  get nr() { return this.i64(56); }
   get name() { return syscallName(this.nr); }
-  get ret() { return num(this.view.getBigInt64(64, true)); }
+  get ret() { return this.i64(64); }
 }
 
 export class Exec extends Event {
-  get ppid() { return this.view.getUint32(56, true); }
-  get ret() { return this.view.getInt32(60, true); }
-  get argc() { return this.view.getUint32(64, true); }
+  get ppid() { return this.u32(56); }
+  get ret() { return this.i32(60); }
+  get argc() { return this.u32(64); }
   get truncated() { return (this.flags & 1) !== 0; }
   /** The arguments, as many as `argc` says and the record holds. */
   get args() {
-    const n = this.view.getUint32(68, true);
+    const n = this.u32(68);
     if (n === 0) return [];
     let b = this.bytes.subarray(72, 72 + Math.min(n, this.size - 72));
     if (b.length && b[b.length - 1] === 0) b = b.subarray(0, b.length - 1);
@@ -199,44 +241,44 @@ export class Exec extends Event {
 }
 
 export class Fork extends Event {
-  get childPid() { return this.view.getUint32(56, true); }
-  get childTid() { return this.view.getUint32(60, true); }
+  get childPid() { return this.u32(56); }
+  get childTid() { return this.u32(60); }
   get isThread() { return (this.flags & 1) !== 0; }
 }
 
 export class Exit extends Event {
   /** The wait status: `code << 8 | signal`. */
-  get exitCode() { return this.view.getInt32(56, true); }
+  get exitCode() { return this.i32(56); }
   get code() { return (this.exitCode >> 8) & 0xff; }
   get signal() { return this.exitCode & 0x7f; }
   get coreDumped() { return (this.exitCode & 0x80) !== 0; }
-  get ppid() { return this.view.getUint32(60, true); }
-  get startNs() { return num(this.view.getBigUint64(64, true)); }
+  get ppid() { return this.u32(60); }
+  get startNs() { return this.u64(64); }
   /** The last thread of its process. */
   get groupDead() { return (this.flags & 1) !== 0; }
   /** CPU time of the process so far (null in recordings older than the field). */
-  get cpuNs() { return this.size >= 96 ? num(this.view.getBigUint64(72, true)) : null; }
-  get userNs() { return this.size >= 96 ? num(this.view.getBigUint64(80, true)) : null; }
-  get sysNs() { return this.size >= 96 ? num(this.view.getBigUint64(88, true)) : null; }
+  get cpuNs() { return this.size >= 96 ? this.u64(72) : null; }
+  get userNs() { return this.size >= 96 ? this.u64(80) : null; }
+  get sysNs() { return this.size >= 96 ? this.u64(88) : null; }
 }
 
 export class Open extends Event {
-  get nr() { return this.view.getInt32(56, true); }
+  get nr() { return this.i32(56); }
   get name() { return syscallName(this.nr); }
-  get dfd() { return this.view.getInt32(60, true); }
+  get dfd() { return this.i32(60); }
   /** The open flags (`flags` is the record's own). */
-  get flagsValue() { return num(this.view.getBigUint64(64, true)); }
-  get flagsStr() { return openFlags(this.view.getBigUint64(64, true)); }
-  get mode() { return num(this.view.getBigUint64(72, true)); }
+  get flagsValue() { return this.u64(64); }
+  get flagsStr() { return openFlagsParts(this.u32(64), this.u32(68)); }
+  get mode() { return this.u64(72); }
   /** The file descriptor, or -errno. */
-  get ret() { return num(this.view.getBigInt64(80, true)); }
+  get ret() { return this.i64(80); }
   /** `ENOENT` for a failed open, null for one that succeeded. */
   get errno() { return this.ret < 0 ? errnoName(-this.ret) : null; }
-  get latencyNs() { return num(this.view.getBigUint64(88, true)); }
+  get latencyNs() { return this.u64(88); }
   pathBytes() {
-    const n = this.view.getUint16(96, true);
-    if (n === 0 || 104 + n > this.size || this.bytes[104 + n - 1] !== 0) return new Uint8Array(0);
-    return this.bytes.subarray(104, 104 + n - 1);
+    const n = this.u16(96);
+    if (n === 0 || 104 + n > this.size || this.batch[this.off + 104 + n - 1] !== 0) return new Uint8Array(0);
+    return this.batch.subarray(this.off + 104, this.off + 104 + n - 1);
   }
   /** The path as the process passed it. */
   get path() { return utf8.decode(this.pathBytes()); }
@@ -244,15 +286,16 @@ export class Open extends Event {
   get baseTruncated() { return (this.flags & 2) !== 0; }
   /** The directory of a relative path, innermost name first. */
   baseNames() {
-    const pathLen = this.view.getUint16(96, true), baseLen = this.view.getUint16(98, true);
-    const depth = this.view.getUint16(100, true);
+    const pathLen = this.u16(96), baseLen = this.u16(98);
+    const depth = this.u16(100);
     const start = 104 + pathLen, end = Math.min(start + baseLen, this.size);
+    const rec = this.bytes.subarray(0, end);
     const names = [];
     let at = start;
     while (at < end && names.length < depth) {
-      const nul = this.bytes.subarray(0, end).indexOf(0, at);
+      const nul = rec.indexOf(0, at);
       if (nul < 0) break;
-      names.push(utf8.decode(this.bytes.subarray(at, nul)));
+      names.push(utf8.decode(rec.subarray(at, nul)));
       at = nul + 1;
     }
     return names;
@@ -272,12 +315,12 @@ export class Open extends Event {
 }
 
 export class Tracepoint extends Event {
-  get eventId() { return this.view.getUint32(56, true); }
+  get eventId() { return this.u32(56); }
   get truncated() { return (this.flags & 1) !== 0; }
   /** The entry's bytes (a Uint8Array), never past the record. */
   get data() {
-    const n = Math.min(this.view.getUint32(60, true), 4032, Math.max(this.bodyEnd() - 64, 0));
-    return this.bytes.subarray(64, 64 + n);
+    const n = Math.min(this.u32(60), 4032, Math.max(this.bodyEnd() - 64, 0));
+    return this.batch.subarray(this.off + 64, this.off + 64 + n);
   }
   /** Field `f` (a schema field: `wt.schema(sub)` gives them) of this entry, or null. */
   field(f) {
@@ -329,27 +372,28 @@ export function readField(data, kind, offset, size, count, signed) {
 }
 
 export class User extends Event {
-  get probe() { return this.view.getUint32(56, true); }
-  get nargs() { return Math.min(this.view.getUint32(60, true), 12); }
-  get ip() { return this.view.getBigUint64(64, true); }
+  get probe() { return this.u32(56); }
+  get nargs() { return Math.min(this.u32(60), 12); }
+  get ip() { return this.big(64); }
   get args() { return Array.from({ length: this.nargs }, (_, i) => this.arg(i)); }
-  arg(i) { return i >= 0 && i < this.nargs ? this.view.getBigUint64(72 + 8 * i, true) : 0n; }
+  arg(i) { return i >= 0 && i < this.nargs ? this.big(72 + 8 * i) : 0n; }
   get isReturn() { return (this.flags & 1) !== 0; }
   /** A uretprobe's return value, null for an entry. */
-  get retval() { return this.isReturn ? this.view.getBigUint64(72, true) : null; }
+  get retval() { return this.isReturn ? this.big(72) : null; }
 }
 
 export class Sample extends Event {
-  get event() { return this.view.getUint32(56, true); }
-  get cpu() { return this.view.getUint32(60, true); }
-  get addr() { return this.view.getBigUint64(64, true); }
-  get ip() { return this.view.getBigUint64(72, true); }
+  get event() { return this.u32(56); }
+  get cpu() { return this.u32(60); }
+  get addr() { return this.big(64); }
+  get ip() { return this.big(72); }
 }
 
 const CLASSES = { 1: SysEnter, 2: SysExit, 3: Exec, 4: Fork, 5: Exit, 6: Tracepoint, 7: User, 8: Sample, 10: Open };
 
-/** The records of `batch`, decoded; stops at the first malformed record, as the host never sends one. */
-export function* events(batch) {
+/** Call `fn` with each record of `batch`, decoded; stops at the first malformed record, as
+ * the host never sends one. (A plain loop: QuickJS runs generators slowly.) */
+export function forEachEvent(batch, fn) {
   const view = new DataView(batch.buffer, batch.byteOffset, batch.byteLength);
   const end = batch.length;
   let off = 0;
@@ -357,10 +401,14 @@ export function* events(batch) {
     const kind = view.getUint16(off, true), size = view.getUint16(off + 2, true);
     if (size < HEADER_SIZE || size % 8 || off + size > end) return;
     const Class = CLASSES[kind];
-    if (Class && size >= MIN_SIZE[kind]) {
-      const bytes = batch.subarray(off, off + size);
-      yield new Class(bytes, new DataView(bytes.buffer, bytes.byteOffset, size), kind, size);
-    }
+    if (Class && size >= MIN_SIZE[kind]) fn(new Class(batch, view, off, kind, size));
     off += size;
   }
+}
+
+/** The records of `batch`, decoded, as an array. */
+export function events(batch) {
+  const out = [];
+  forEachEvent(batch, (ev) => out.push(ev));
+  return out;
 }

@@ -25,7 +25,7 @@ import { readAggregation } from "wasmtap:plugin/kernel-aggregations@0.2.0";
 import { emitPacked, print } from "wasmtap:plugin/output@0.2.0";
 import { schema as askSchema } from "wasmtap:plugin/probes@0.2.0";
 import { exit as askExit, log as hostLog, monotonicNs, symbolize as askSymbolize } from "wasmtap:plugin/services@0.2.0";
-import { events, syscallName, utf8 } from "./events.js";
+import { forEachEvent, syscallName, utf8 } from "./events.js";
 
 export * from "./events.js";
 export { monotonicNs };
@@ -144,16 +144,23 @@ export function row(table, ...values) {
       room(9);
       v = new DataView(pending.buffer);
       v.setUint8(pendingLen, 0);
-      v.setBigInt64(pendingLen + 1, BigInt.asIntN(64, BigInt(x)), true);
+      if (typeof x === "number" && Number.isSafeInteger(x)) {
+        // Two halves, two's complement: BigInts are slow in QuickJS.
+        const hi = Math.floor(x / 4294967296);
+        v.setUint32(pendingLen + 1, x - hi * 4294967296, true);
+        v.setInt32(pendingLen + 5, hi, true);
+      } else {
+        v.setBigInt64(pendingLen + 1, BigInt.asIntN(64, BigInt(typeof x === "number" ? Math.trunc(x) : x)), true);
+      }
       pendingLen += 9;
     } else {
-      const b = utf8.encode(String(x));
-      room(5 + b.length);
+      const t = String(x);
+      room(5 + 3 * t.length);
+      const n = utf8.encodeInto(t, pending, pendingLen + 5);
       v = new DataView(pending.buffer);
       v.setUint8(pendingLen, 1);
-      v.setUint32(pendingLen + 1, b.length, true);
-      pending.set(b, pendingLen + 5);
-      pendingLen += 5 + b.length;
+      v.setUint32(pendingLen + 1, n, true);
+      pendingLen += 5 + n;
     }
   }
 }
@@ -333,7 +340,7 @@ export function plugin(p) {
         guard("onBatch", () => {
           if (p.onBatch) return p.onBatch(batch);
           if (!p.onEvent) return;
-          for (const ev of events(batch)) p.onEvent(ev);
+          forEachEvent(batch, (ev) => p.onEvent(ev));
         });
       } finally {
         flush();
