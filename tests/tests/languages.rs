@@ -51,6 +51,71 @@ fn the_examples_in_every_language_replay_exactly_what_the_rust_plugins_report() 
     }
 }
 
+/// `-o json` maps and histograms of a replay, with the plugin's name taken out.
+fn replay_maps(recording: &str, plugin: &str, params: &[&str]) -> Vec<Value> {
+    let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(recording);
+    let o = run(wasmtap().arg("replay").arg(&rec).arg(plugin).args(params).args(["-o", "json"]));
+    assert_eq!(o.status.code(), Some(0), "{plugin}: {}", stderr(&o));
+    let mut lines = json_lines(&stdout(&o));
+    lines.retain(|v| v["type"] == "map" || v["type"] == "hist");
+    for v in &mut lines {
+        v.as_object_mut().unwrap().remove("plugin");
+    }
+    lines
+}
+
+/// Counts and histograms kept in the plugin, and a tracepoint field read by name through
+/// the host's schema, in C, Python and JavaScript (the tally fixtures): the same maps in
+/// each, and the facts the Rust plugins report of the same recordings.
+#[test]
+fn counts_histograms_and_tracepoint_fields_agree_in_every_language_and_with_the_rust_plugins() {
+    let plugins = [c_fixture("c-tally"), script_fixture("python", "py-tally"), script_fixture("js", "js-tally")];
+    let opens: Vec<Vec<Value>> =
+        plugins.iter().map(|p| replay_maps("files.wtrec", &p.display().to_string(), &[])).collect();
+    let switches: Vec<Vec<Value>> = plugins
+        .iter()
+        .map(|p| replay_maps("runqlat.wtrec", &p.display().to_string(), &["--param", "switches=true"]))
+        .collect();
+    for i in 1..plugins.len() {
+        assert_eq!(opens[i], opens[0], "{} against {}", plugins[i].display(), plugins[0].display());
+        assert_eq!(switches[i], switches[0], "{} against {}", plugins[i].display(), plugins[0].display());
+    }
+    // Opens by errno, and a histogram of the fds: what the Rust opensnoop's rows say.
+    let rows = replay("files.wtrec", "opensnoop", &[]);
+    let errors = opens[0].iter().find_map(|v| v["data"].get("@errors")).expect("@errors");
+    let mut want = serde_json::Map::new();
+    for r in &rows {
+        let e = r["data"]["ERR"].as_str().unwrap().to_string();
+        let n = want.get(&e).and_then(Value::as_u64).unwrap_or(0);
+        want.insert(e, (n + 1).into());
+    }
+    assert_eq!(errors, &Value::Object(want), "{rows:?}");
+    let fds = opens[0].iter().find_map(|v| v["data"].get("@fds")).expect("@fds");
+    let buckets = fds["opener"].as_array().expect("opener's histogram");
+    let count_in = |lo: i64, hi: i64| {
+        rows.iter()
+            .filter(|r| r["data"]["ERR"] == "-")
+            .filter(|r| (lo..=hi).contains(&r["data"]["FD"].as_i64().unwrap()))
+            .count() as u64
+    };
+    let failed = rows.iter().filter(|r| r["data"]["ERR"] == "ENOENT").count() as u64;
+    for b in buckets {
+        let (lo, hi, n) = (b["min"].as_i64().unwrap(), b["max"].as_i64().unwrap(), b["count"].as_u64().unwrap());
+        // ENOENT is -2: the bucket [-3, -2]; the fds, each in its power of two.
+        let want = if hi < 0 { failed } else { count_in(lo, hi) };
+        assert_eq!(n, want, "bucket [{lo}, {hi}] of {fds}");
+        assert!(hi < 0 || (lo == 0 && hi == 0) || hi == 2 * lo - 1, "a power-of-two bucket: {b}");
+    }
+    assert_eq!(buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum::<u64>(), rows.len() as u64);
+    // sched_switch by next_comm, a text field of the tracepoint read by name: what a
+    // one-liner counts (the script plugin, in Rust).
+    let program = "program=tracepoint:sched:sched_switch { $x = 1; @[args.next_comm] = count(); }";
+    let script = replay_maps("runqlat.wtrec", "script", &["--param", program]);
+    let next = switches[0].iter().find_map(|v| v["data"].get("@next")).expect("@next");
+    assert_eq!(Some(next), script.iter().find_map(|v| v["data"].get("@")));
+    assert_eq!(next["pingpong"], 202, "{next}");
+}
+
 /// The SDKs written in their own language decode the Rust SDK's table of records
 /// (guest-sdk/vectors.json, every kind of the layout) to the same values, field by field.
 #[test]
