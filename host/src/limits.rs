@@ -51,11 +51,11 @@ pub struct Limits {
 pub const MANIFEST_MAX_INSTANCES: usize = 64;
 
 impl Limits {
-    /// These limits with what the plugin's manifest asks for granted: more core
-    /// instances than the default, up to [`MANIFEST_MAX_INSTANCES`], unless the user set
-    /// the count. Nothing else a manifest says raises a limit.
-    pub fn granting(mut self, manifest: Option<&crate::package::manifest::Manifest>) -> Limits {
-        let asked = manifest.and_then(|m| m.limits.as_ref()).and_then(|l| l.instances);
+    /// These limits with what the plugin's manifest asks for granted (`asked`: its
+    /// `limits.instances`): more core instances than the default, up to
+    /// [`MANIFEST_MAX_INSTANCES`], unless the user set the count. Nothing else a manifest
+    /// says raises a limit.
+    pub fn granting(mut self, asked: Option<u32>) -> Limits {
         if let Some(n) = asked.filter(|_| !self.instances_set) {
             self.instances = self.instances.max((n as usize).min(MANIFEST_MAX_INSTANCES));
         }

@@ -177,6 +177,11 @@ impl Manifest {
         })
     }
 
+    /// The core instances it asks for beyond the default ([`crate::limits::Limits::granting`]).
+    pub fn instances_asked(&self) -> Option<u32> {
+        self.limits.as_ref().and_then(|l| l.instances)
+    }
+
     /// Whether it describes a tapset rather than a plugin.
     pub fn is_tapset(&self) -> bool {
         !self.exports.is_empty()

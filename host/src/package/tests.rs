@@ -311,14 +311,14 @@ fn a_manifest_may_ask_for_more_instances_within_the_ceiling_unless_the_user_set_
     assert_eq!(round, m);
     assert!(String::from_utf8(serde_json::to_vec(&m).unwrap()).unwrap().contains(r#""limits":{"instances":38}"#));
     // Granted where the user left the count alone, never lowered, never past the ceiling.
-    assert_eq!(Limits::default().granting(Some(&m)).instances, 38);
-    assert_eq!(Limits { instances: 50, ..Limits::default() }.granting(Some(&m)).instances, 50);
+    assert_eq!(Limits::default().granting(m.instances_asked()).instances, 38);
+    assert_eq!(Limits { instances: 50, ..Limits::default() }.granting(m.instances_asked()).instances, 50);
     let set = Limits { instances: 8, instances_set: true, ..Limits::default() };
-    assert_eq!(set.granting(Some(&m)).instances, 8, "--max-instances wins");
-    assert_eq!(Limits::default().granting(Some(&manifest())).instances, 16);
+    assert_eq!(set.granting(m.instances_asked()).instances, 8, "--max-instances wins");
+    assert_eq!(Limits::default().granting(manifest().instances_asked()).instances, 16);
     assert_eq!(Limits::default().granting(None).instances, 16);
     // Nothing else the manifest says raises a limit.
-    let granted = Limits::default().granting(Some(&m));
+    let granted = Limits::default().granting(m.instances_asked());
     assert_eq!((granted.memory_bytes, granted.deadline), (Limits::default().memory_bytes, Limits::default().deadline));
     // A manifest asking past the ceiling, or for none, is malformed.
     for n in [0, MANIFEST_MAX_INSTANCES as u32 + 1] {
