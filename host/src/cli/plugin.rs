@@ -78,8 +78,8 @@ pub enum Lang {
 
 #[derive(Args, Debug)]
 pub struct BuildArgs {
-    /// The plugin's directory: a Rust crate (Cargo.toml), a Python plugin (plugin.py) or
-    /// a JavaScript plugin (plugin.js).
+    /// The plugin's directory: a Rust crate (Cargo.toml), or a plugin in C (plugin.c),
+    /// Python (plugin.py) or JavaScript (plugin.js).
     #[arg(default_value = ".")]
     dir: PathBuf,
     /// Write the packed plugin here instead of DIR/target/wasmtap/NAME.wasm.
