@@ -187,20 +187,27 @@ export class Event {
 
   /** {kernel, user} frames (BigInts), innermost first, or null if the record carries no stacks. */
   get stacks() {
-    if (!(this.flags & STACK_FLAG) || ![TRACEPOINT, USER, SAMPLE].includes(this.kind)) return null;
-    const n = this.size;
-    const k = this.u16(n - 8), u = this.u16(n - 6);
-    const start = n - 8 - 8 * (k + u);
-    if (k > MAX_FRAMES || u > MAX_FRAMES || start < MIN_SIZE[this.kind]) return null;
+    const t = this.trailer();
+    if (t === null) return null;
+    const [k, u] = t;
+    const start = this.size - 8 - 8 * (k + u);
     const frames = [];
     for (let i = 0; i < k + u; i++) frames.push(this.big(start + 8 * i));
     return { kernel: frames.slice(0, k), user: frames.slice(k) };
   }
 
+  /** [kernel, user] frame counts of a stack trailer that fits the record, or null. */
+  trailer() {
+    if (!(this.flags & STACK_FLAG) || ![TRACEPOINT, USER, SAMPLE].includes(this.kind)) return null;
+    const k = this.u16(this.size - 8), u = this.u16(this.size - 6);
+    if (k > MAX_FRAMES || u > MAX_FRAMES || this.size - 8 - 8 * (k + u) < MIN_SIZE[this.kind]) return null;
+    return [k, u];
+  }
+
   /** Where the kind's own bytes end: before the stack trailer, if any. */
   bodyEnd() {
-    const s = this.stacks;
-    return s === null ? this.size : this.size - 8 - 8 * (s.kernel.length + s.user.length);
+    const t = this.trailer();
+    return t === null ? this.size : this.size - 8 - 8 * (t[0] + t[1]);
   }
 }
 

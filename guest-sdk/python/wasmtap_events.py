@@ -83,22 +83,26 @@ class Event:
     @property
     def stacks(self):
         """(kernel frames, user frames), innermost first, or None if the record carries no stacks."""
+        counts = self._trailer()
+        if counts is None:
+            return None
+        k, u = counts
+        frames = struct.unpack_from("<%dQ" % (k + u), self.record, self.size - 8 - 8 * (k + u))
+        return list(frames[:k]), list(frames[k:])
+
+    def _trailer(self):
+        """(kernel, user) frame counts of a stack trailer that fits the record, or None."""
         if not self.flags & _STACK_FLAG or self.kind not in (TRACEPOINT, USER, SAMPLE):
             return None
-        n = self.size
-        k, u = struct.unpack_from("<HH", self.record, n - 8)
-        start = n - 8 - 8 * (k + u)
-        if k > _MAX_FRAMES or u > _MAX_FRAMES or start < _MIN_SIZE[self.kind]:
+        k, u = struct.unpack_from("<HH", self.record, self.size - 8)
+        if k > _MAX_FRAMES or u > _MAX_FRAMES or self.size - 8 - 8 * (k + u) < _MIN_SIZE[self.kind]:
             return None
-        frames = struct.unpack_from("<%dQ" % (k + u), self.record, start)
-        return list(frames[:k]), list(frames[k:])
+        return k, u
 
     def _body_end(self):
         """Where the kind's own bytes end: before the stack trailer, if any."""
-        s = self.stacks
-        if s is None:
-            return self.size
-        return self.size - 8 - 8 * (len(s[0]) + len(s[1]))
+        counts = self._trailer()
+        return self.size if counts is None else self.size - 8 - 8 * (counts[0] + counts[1])
 
     def _u16(self, off):
         return _U16.unpack_from(self.record, off)[0]

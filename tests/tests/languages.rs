@@ -10,14 +10,14 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use wasmtap_tests::*;
 
-/// `-o json` records of a replay of `recording` (tests/golden) by `plugin`, with the
+/// `-o json` rows, maps and histograms of a replay of `recording` (tests/golden) by `plugin`, with the
 /// plugin's name taken out, so that two plugins' records compare.
 fn replay(recording: &str, plugin: &str, params: &[&str]) -> Vec<Value> {
     let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(recording);
     let o = run(wasmtap().arg("replay").arg(&rec).arg(plugin).args(params).args(["-o", "json"]));
     assert_eq!(o.status.code(), Some(0), "{plugin}: {}", stderr(&o));
     let mut lines = json_lines(&stdout(&o));
-    lines.retain(|v| v["type"] == "row" || v["type"] == "map");
+    lines.retain(|v| ["row", "map", "hist"].iter().any(|t| v["type"] == *t));
     for v in &mut lines {
         if let Some(m) = v.as_object_mut() {
             m.remove("plugin");
@@ -51,30 +51,16 @@ fn the_examples_in_every_language_replay_exactly_what_the_rust_plugins_report() 
     }
 }
 
-/// `-o json` maps and histograms of a replay, with the plugin's name taken out.
-fn replay_maps(recording: &str, plugin: &str, params: &[&str]) -> Vec<Value> {
-    let rec = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(recording);
-    let o = run(wasmtap().arg("replay").arg(&rec).arg(plugin).args(params).args(["-o", "json"]));
-    assert_eq!(o.status.code(), Some(0), "{plugin}: {}", stderr(&o));
-    let mut lines = json_lines(&stdout(&o));
-    lines.retain(|v| v["type"] == "map" || v["type"] == "hist");
-    for v in &mut lines {
-        v.as_object_mut().unwrap().remove("plugin");
-    }
-    lines
-}
-
 /// Counts and histograms kept in the plugin, and a tracepoint field read by name through
 /// the host's schema, in C, Python and JavaScript (the tally fixtures): the same maps in
 /// each, and the facts the Rust plugins report of the same recordings.
 #[test]
 fn counts_histograms_and_tracepoint_fields_agree_in_every_language_and_with_the_rust_plugins() {
     let plugins = [c_fixture("c-tally"), script_fixture("python", "py-tally"), script_fixture("js", "js-tally")];
-    let opens: Vec<Vec<Value>> =
-        plugins.iter().map(|p| replay_maps("files.wtrec", &p.display().to_string(), &[])).collect();
+    let opens: Vec<Vec<Value>> = plugins.iter().map(|p| replay("files.wtrec", &p.display().to_string(), &[])).collect();
     let switches: Vec<Vec<Value>> = plugins
         .iter()
-        .map(|p| replay_maps("runqlat.wtrec", &p.display().to_string(), &["--param", "switches=true"]))
+        .map(|p| replay("runqlat.wtrec", &p.display().to_string(), &["--param", "switches=true"]))
         .collect();
     for i in 1..plugins.len() {
         assert_eq!(opens[i], opens[0], "{} against {}", plugins[i].display(), plugins[0].display());
@@ -110,7 +96,7 @@ fn counts_histograms_and_tracepoint_fields_agree_in_every_language_and_with_the_
     // sched_switch by next_comm, a text field of the tracepoint read by name: what a
     // one-liner counts (the script plugin, in Rust).
     let program = "program=tracepoint:sched:sched_switch { $x = 1; @[args.next_comm] = count(); }";
-    let script = replay_maps("runqlat.wtrec", "script", &["--param", program]);
+    let script = replay("runqlat.wtrec", "script", &["--param", program]);
     let next = switches[0].iter().find_map(|v| v["data"].get("@next")).expect("@next");
     assert_eq!(Some(next), script.iter().find_map(|v| v["data"].get("@")));
     assert_eq!(next["pingpong"], 202, "{next}");

@@ -727,6 +727,16 @@ fn find_tool(var: &str, near: &str, name: &str) -> PathBuf {
     }
 }
 
+/// Run a language's build tool on `what`; `hint` says where the tool comes from.
+fn run_tool(mut cmd: std::process::Command, hint: &str, what: &Path) -> anyhow::Result<()> {
+    let tool = Path::new(cmd.get_program()).display().to_string();
+    let status = cmd.status().with_context(|| format!("cannot run {tool} ({hint})"))?;
+    if !status.success() {
+        bail!("{tool} failed on {} (its messages are above)", what.display());
+    }
+    Ok(())
+}
+
 /// A Python plugin (`DIR/plugin.py`, with the Python SDK, `guest-sdk/python`) made a
 /// component by componentize-py, WASI stubbed out (the host grants none of it).
 fn componentize_py(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
@@ -735,8 +745,8 @@ fn componentize_py(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
     let target = dir.join("target/wasmtap");
     std::fs::create_dir_all(&target).with_context(|| format!("cannot create {}", target.display()))?;
     let out = target.join("component.wasm");
-    let status = std::process::Command::new(&tool)
-        .arg("-d")
+    let mut cmd = std::process::Command::new(&tool);
+    cmd.arg("-d")
         .arg(sdk.join("../wit"))
         .args(["-w", "plugin", "componentize", "--stub-wasi", "-p"])
         .arg(sdk.join("python"))
@@ -745,18 +755,10 @@ fn componentize_py(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
         .args(path.iter().flat_map(|p| [std::ffi::OsStr::new("-p"), p.as_os_str()]))
         .args(["plugin", "-o"])
         .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .with_context(|| {
-            format!(
-                "cannot run {} (./x setup installs it into target/py-venv; elsewhere `pip install \
-                 componentize-py==0.25.1`, or set WASMTAP_COMPONENTIZE_PY)",
-                tool.display()
-            )
-        })?;
-    if !status.success() {
-        bail!("componentize-py failed on {} (its messages are above)", dir.join("plugin.py").display());
-    }
+        .stdout(std::process::Stdio::null());
+    let hint = "./x setup installs it into target/py-venv; elsewhere `pip install componentize-py==0.25.1`, \
+                or set WASMTAP_COMPONENTIZE_PY";
+    run_tool(cmd, hint, &dir.join("plugin.py"))?;
     Ok(out)
 }
 
@@ -791,8 +793,8 @@ fn componentize_js(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
         copy(&sdk.join(f), &lib.join(f))?;
     }
     let out = target.join("component.wasm");
-    let status = std::process::Command::new(&tool)
-        .arg("--wit")
+    let mut cmd = std::process::Command::new(&tool);
+    cmd.arg("--wit")
         .arg(sdk.join("../../wit"))
         .arg("--js")
         .arg(stage.join("plugin.js"))
@@ -800,18 +802,10 @@ fn componentize_js(dir: &Path, path: &[PathBuf]) -> anyhow::Result<PathBuf> {
         .arg(&stage)
         .arg("--output")
         .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .with_context(|| {
-            format!(
-                "cannot run {} (./x setup installs it into target/js-tools; elsewhere `npm install \
-                 componentize-qjs@0.4.5`, or set WASMTAP_COMPONENTIZE_QJS)",
-                tool.display()
-            )
-        })?;
-    if !status.success() {
-        bail!("componentize-qjs failed on {} (its messages are above)", dir.join("plugin.js").display());
-    }
+        .stdout(std::process::Stdio::null());
+    let hint = "./x setup installs it into target/js-tools; elsewhere `npm install componentize-qjs@0.4.5`, \
+                or set WASMTAP_COMPONENTIZE_QJS";
+    run_tool(cmd, hint, &dir.join("plugin.js"))?;
     Ok(out)
 }
 
@@ -828,18 +822,9 @@ fn build_c(dir: &Path) -> anyhow::Result<PathBuf> {
         .collect();
     sources.sort();
     let out = target.join("component.wasm");
-    let status =
-        std::process::Command::new(&tool).arg("build").arg("-o").arg(&out).args(&sources).status().with_context(
-            || {
-                format!(
-                    "cannot run {} (built with wasmtap: `cargo build --release -p wasmtap-c`; or set WASMTAP_C)",
-                    tool.display()
-                )
-            },
-        )?;
-    if !status.success() {
-        bail!("wasmtap-c failed on {} (its messages are above)", dir.display());
-    }
+    let mut cmd = std::process::Command::new(&tool);
+    cmd.arg("build").arg("-o").arg(&out).args(&sources);
+    run_tool(cmd, "built with wasmtap: `cargo build --release -p wasmtap-c`; or set WASMTAP_C", dir)?;
     Ok(out)
 }
 

@@ -81,7 +81,7 @@ pub fn describe(sandbox: &Sandbox, arg: &str, clock: Clock, limits: &Limits) -> 
     let (path, origin) = find::find(arg)?;
     let loaded = sandbox.load(&path, origin)?;
     let fault = |fault| PluginError::Fault { path: path.display().to_string(), fault };
-    let limits = &limits.clone().granting(loaded.package().manifest.as_ref().and_then(|m| m.instances_asked()));
+    let limits = &loaded.granted(limits);
     let mut instance = loaded.instantiate(clock, limits).map_err(fault)?;
     let info = instance.info().map_err(fault)?;
     let name_ok = !info.name.is_empty()
@@ -139,7 +139,7 @@ impl Described {
     /// The same plugin in a fresh instance under other limits (a per-plugin override).
     pub fn with_limits(self, limits: &Limits) -> Result<Described, PluginError> {
         let fault = |fault| PluginError::Fault { path: self.loaded.path().display().to_string(), fault };
-        let limits = limits.clone().granting(self.loaded.package().manifest.as_ref().and_then(|m| m.instances_asked()));
+        let limits = self.loaded.granted(limits);
         let instance = self.loaded.instantiate(Clock::live(), &limits).map_err(fault)?;
         Ok(Described { instance, ..self })
     }

@@ -76,7 +76,7 @@ impl Runner {
         live: bool,
     ) -> Result<Runner, PluginError> {
         let Described { info, loaded, mut instance } = d;
-        let limits = limits.granting(loaded.package().manifest.as_ref().and_then(|m| m.instances_asked()));
+        let limits = loaded.granted(&limits);
         let name = info.name.clone();
         let fault = |fault| PluginError::Fault { path: loaded.path().display().to_string(), fault };
         let plan = instance

@@ -418,6 +418,11 @@ impl LoadedPlugin {
         &self.package
     }
 
+    /// `limits` with what its manifest asks for granted ([`Limits::granting`]).
+    pub fn granted(&self, limits: &Limits) -> Limits {
+        limits.clone().granting(self.package.manifest.as_ref().and_then(|m| m.instances_asked()))
+    }
+
     /// Why the trust policy let it run.
     pub fn admitted(&self) -> &Admitted {
         &self.admitted
