@@ -6,6 +6,7 @@
 pub mod bpf;
 pub mod creds;
 pub mod fds;
+pub mod ring;
 pub mod seccomp;
 
 use std::ffi::{CString, OsStr};
@@ -58,6 +59,16 @@ pub fn trim_heap() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// The kernel's page size (`sysconf(_SC_PAGESIZE)`), asked once.
+pub fn page_size() -> usize {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    // SAFETY: sysconf only reads a configuration value.
+    *PAGE.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => 4096,
+    })
 }
 
 /// CPU time the calling thread has used, in nanoseconds.

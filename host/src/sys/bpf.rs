@@ -68,14 +68,7 @@ pub struct MapElems<'a> {
 impl<'a> MapElems<'a> {
     /// Ask the kernel the sizes of `map`'s keys and values.
     pub fn of(map: BorrowedFd<'a>) -> io::Result<MapElems<'a>> {
-        let mut info = MapInfo::default();
-        let attr = InfoAttr {
-            bpf_fd: map.as_raw_fd() as u32,
-            info_len: std::mem::size_of::<MapInfo>() as u32,
-            info: &mut info as *mut MapInfo as u64,
-        };
-        // SAFETY: the kernel writes at most `info_len` bytes into `info`, a live MapInfo.
-        unsafe { bpf(OBJ_GET_INFO_BY_FD, &attr)? };
+        let info = map_info(map)?;
         let value = info.value_size as usize;
         let value_size =
             if PER_CPU_HASHES.contains(&info.kind) { value.div_ceil(8) * 8 * possible_cpus()? } else { value };
@@ -119,6 +112,24 @@ impl<'a> MapElems<'a> {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A map's type (`BPF_MAP_TYPE_*`) and its `max_entries` (a ring buffer's size in bytes).
+pub fn map_kind_and_entries(map: BorrowedFd<'_>) -> io::Result<(u32, u32)> {
+    let info = map_info(map)?;
+    Ok((info.kind, info.max_entries))
+}
+
+fn map_info(map: BorrowedFd<'_>) -> io::Result<MapInfo> {
+    let mut info = MapInfo::default();
+    let attr = InfoAttr {
+        bpf_fd: map.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<MapInfo>() as u32,
+        info: &mut info as *mut MapInfo as u64,
+    };
+    // SAFETY: the kernel writes at most `info_len` bytes into `info`, a live MapInfo.
+    unsafe { bpf(OBJ_GET_INFO_BY_FD, &attr)? };
+    Ok(info)
 }
 
 /// CPUs the kernel may bring up (`/sys/devices/system/cpu/possible`, e.g. `0-3` or `0,2-5`).

@@ -21,7 +21,7 @@ pub(super) const RING_BYTES: u32 = 16 << 20;
 pub(super) const SMALL_RING_BYTES: u32 = 16 << 20;
 /// Ring buffer of the process collector: execs, forks and exits come thousands a second
 /// at most; 2 MiB holds ~1,000 full execs or ~20,000 exits, drained every millisecond.
-/// (A ring's pages are mapped twice into the host and count twice in its RSS.)
+/// (A ring's pages are all resident in the host from the start: [`crate::sys::ring`].)
 pub(super) const PROC_RING_BYTES: u32 = 2 << 20;
 /// Ring buffer of the file collector: 8 MiB holds ~40,000 opens, ~30 ms of an
 /// open storm at full speed on one CPU.

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use std::os::fd::AsFd;
 
-use aya::maps::{Array, ArrayOfMaps, HashMap, MapData, PerCpuArray, RingBuf};
+use aya::maps::{Array, ArrayOfMaps, HashMap, MapData, PerCpuArray};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::{PerfEvent, RawTracePoint, TracePoint, UProbe};
 use aya::{Ebpf, EbpfLoader};
@@ -212,13 +212,16 @@ impl Live {
                 map: "EVENTS",
                 reason: "missing".into(),
             })?;
-            let ring = RingBuf::try_from(ring).map_err(|e| CollectError::Map {
+            let aya::maps::Map::RingBuf(ring) = ring else {
+                return Err(CollectError::Map { collector: c, map: "EVENTS", reason: "not a ring buffer".into() });
+            };
+            let ring = crate::sys::ring::Ring::open(ring.fd().as_fd()).map_err(|e| CollectError::Map {
                 collector: c,
                 map: "EVENTS",
                 reason: e.to_string(),
             })?;
+            ring_bytes += ring.resident_bytes();
             rings.push(ring);
-            ring_bytes += 2 * u64::from(ring_size(c)) + 2 * 4096;
         }
         let (tx, rx) = crate::collect::queue::bounded(BYTES_IN_FLIGHT);
         let pipeline_drops = Arc::new(AtomicU64::new(0));
