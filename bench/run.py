@@ -19,7 +19,7 @@ own ns per operation):
   W3 fork+exec of /bin/true (2k)   W4 page-fault storm (2 GiB of fresh pages)
   W5 pipe ping-pong (200k round trips)
 """
-import argparse, os, platform, re, signal, statistics, subprocess, sys, tempfile, time
+import argparse, os, platform, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # WASMTAP=path runs another build (a before-and-after comparison) with this tree's workloads.
@@ -691,7 +691,25 @@ def fleet(rounds, quick, soak_seconds):
 
 def soak(seconds):
     """syscount, runqlat and profile served and scraped every second for `seconds`, with a
-    paced getppid storm and a fork/exec burst every 10 s; RSS sampled every 10 s."""
+    paced getppid storm and a fork/exec burst every 10 s; RSS sampled every 10 s.
+
+    Each burst also runs 20 short processes (30 ms of CPU each in a function of their own,
+    so profile samples and symbolizes them) from a pool of 256 distinct binaries owned by
+    nobody: the symbolizer copies each (a file a user may change is never mapped), and with
+    64 files held at most it closes and reopens them all the time, over thousands of
+    processes."""
+    pool = tempfile.mkdtemp(prefix="wasmtap-soak-bins-")
+    os.chmod(pool, 0o755)
+    spin = os.path.join(pool, "spin")
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-o", spin,
+                    os.path.join(ROOT, "tests/workloads/spin_func.c")], check=True)
+    bins = []
+    for i in range(256):
+        b = os.path.join(pool, f"spin{i:03}")
+        shutil.copy(spin, b)
+        os.chown(b, 65534, 65534)
+        bins.append(b)
+    spawned = 0
     port = free_port()
     t = wasmtap(["syscount", "runqlat", "profile", "--param", "syscount.by=syscall,process,syscall-process",
                  "--serve", f"127.0.0.1:{port}"], "fleet-soak")
@@ -705,6 +723,9 @@ def soak(seconds):
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while time.monotonic() - started < seconds:
         subprocess.run(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do /bin/true; done"], check=False)
+        for _ in range(20):
+            subprocess.run([bins[spawned % len(bins)], "30"], stdout=subprocess.DEVNULL, check=False)
+            spawned += 1
         try:
             status = {l.split(":")[0]: int(l.split()[1]) for l in open(f"/proc/{t.p.pid}/status")
                       if l.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
@@ -716,6 +737,7 @@ def soak(seconds):
     storm.kill()
     scraper.stop()
     t.stop()
+    shutil.rmtree(pool, ignore_errors=True)
     first = [k for s, k in samples if s < 120]
     last = [k for s, k in samples if s > seconds - 120]
     later = [(s, k) for s, k in samples if s >= 120]
@@ -726,7 +748,8 @@ def soak(seconds):
         slope = sum((s - mx) * (k - my) for s, k in later) / sum((s - mx) ** 2 for s, _ in later) * 3600
     print(f"\nSoak: {seconds / 3600:.2f} h of syscount (three maps), runqlat and profile served and scraped every "
           f"second ({scraper.scrapes} scrapes, {scraper.failed} failed, slowest {scraper.slowest:.3f} s), with a "
-          f"paced getppid storm (50,000/s) and ten exec every 10 s. RSS: first two minutes {min(first)}-{max(first)} KiB, "
+          f"paced getppid storm (50,000/s), ten exec and {spawned} short processes in all from 256 binaries "
+          f"owned by nobody (20 every 10 s). RSS: first two minutes {min(first)}-{max(first)} KiB, "
           f"last two minutes {min(last)}-{max(last)} KiB, peak {max(k for _, k in samples)} KiB; "
           f"least-squares growth after the first two minutes {slope:+.0f} KiB/hour. RSS each five minutes (KiB): "
           + ", ".join(f"{s / 60:.0f} min {k}" for s, k in samples if int(s) % 300 < 10) + ".")

@@ -828,7 +828,7 @@ int wt_agg_tracepoint(void *ctx)
 
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	/* Not a return: an end outside the scope may close an interval started in it. */
-	c.out_of_scope = !wt_pass_task(WT_AGG_KIND, c.pid_tgid >> 32);
+	c.out_of_scope = !wt_pass_task_tp(WT_AGG_KIND, c.pid_tgid >> 32, ctx);
 	c.data = ctx;
 	c.id = -1;
 	wt_agg_run(&c, (__u32)bpf_get_attach_cookie(ctx));

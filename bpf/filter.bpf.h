@@ -302,6 +302,46 @@ static __always_inline int wt_scoped(void)
 	return cfg_filter_targets || cfg_filter_uids || cfg_filter_comms || cfg_filter_cgroups;
 }
 
+/* Whether a tracefs tracepoint fired in the current task's own context rather than in
+ * an interrupt taken while it ran (a block completion, a packet, a timer): the kernel
+ * runs interrupts on their own stacks, so the caller's stack pointer, which it passes in
+ * the first word of the entry, lies within the task's stack only in the task's context.
+ * Only for programs of tracefs tracepoints (their context is that entry). */
+static __always_inline int wt_tp_in_task_context(void *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = NULL;
+	__u64 sp = 0, stack;
+
+	if (bpf_probe_read_kernel(&regs, sizeof(regs), ctx) || !regs)
+		return 1;
+	if (bpf_probe_read_kernel(&sp, sizeof(sp), &regs->sp))
+		return 1;
+	stack = (__u64)task->stack;
+	/* THREAD_SIZE is 16 KiB on x86-64, 32 KiB with KASAN; interrupt stacks are elsewhere. */
+	return sp - stack < (32 << 10);
+}
+
+/* wt_pass_task for a tracefs tracepoint's program. An event of an interrupt taken while
+ * one of our own processes ran is not ours (the interrupted task only happened to be on
+ * the CPU): it is judged as a system-wide event, not dropped. */
+static __always_inline int wt_pass_task_tp(__u32 row, __u32 tgid, void *ctx)
+{
+	if (wt_in_scope(tgid))
+		return 1;
+	if (!wt_is_ours(tgid)) {
+		wt_count(row, WT_SLOT_FILTERED);
+		return 0;
+	}
+	if (wt_tp_in_task_context(ctx))
+		return 0;
+	if (wt_scoped()) {
+		wt_count(row, WT_SLOT_FILTERED);
+		return 0;
+	}
+	return 1;
+}
+
 /* One comparison: the value at base + p->off, of p->size bytes, against p->value. */
 static __always_inline int wt_pred_holds(const struct wt_pred *p, const void *base)
 {

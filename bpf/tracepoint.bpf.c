@@ -87,7 +87,7 @@ int wt_tracepoint(void *ctx)
 	if (!cfg)
 		return 0;
 	row = wt_tp_row(cfg);
-	if (!wt_pass_task(row, tgid) || !wt_preds_pass(row, &cfg->preds, ctx))
+	if (!wt_pass_task_tp(row, tgid, ctx) || !wt_preds_pass(row, &cfg->preds, ctx))
 		return 0;
 	buf = wt_scratch();
 	if (!buf)

@@ -268,9 +268,10 @@ impl std::ops::AddAssign for KindCounters {
     }
 }
 
-/// Why the kernel lost something other than to a full ring buffer (`enum wt_loss` in
-/// `bpf/wasmtap.h`, in that order): each collector counts these per CPU in its `LOSSES`
-/// map, on the failure path only.
+/// Why the kernel lost something other than to a full ring buffer: the reasons of `enum
+/// wt_loss` in `bpf/wasmtap.h`, in that order, which each collector counts per CPU in its
+/// `LOSSES` map on the failure path only ([`LossReason::ALL`]), then what the kernel
+/// counts for the collectors' programs itself ([`LossReason::BpfBusy`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LossReason {
     /// A child of a `-c`/`-p` target was not followed: the target set was full. Its
@@ -293,6 +294,11 @@ pub enum LossReason {
     /// An event over the run's events-per-second quota (a tenant's `events_per_sec`),
     /// lost in the kernel before it was written.
     Quota,
+    /// An event the kernel did not run a collector's program for, because a BPF program
+    /// was already running on that CPU (the kernel's recursion guard: a tracepoint that
+    /// fires in an interrupt taken while another tracing program runs). The kernel counts
+    /// these per program (`recursion_misses`, Linux 5.12).
+    BpfBusy,
 }
 
 impl LossReason {
@@ -319,6 +325,7 @@ impl LossReason {
             LossReason::StartMapFull => "start_map_full",
             LossReason::ScopeMapFull => "scope_map_full",
             LossReason::Quota => "quota",
+            LossReason::BpfBusy => "bpf_busy",
         }
     }
 
@@ -536,6 +543,7 @@ mod loss_map {
             .map(|(name, n)| {
                 LossReason::ALL
                     .into_iter()
+                    .chain([LossReason::BpfBusy])
                     .find(|r| r.name() == name)
                     .map(|r| (r, n))
                     .ok_or_else(|| serde::de::Error::custom(format!("unknown loss reason `{name}`")))

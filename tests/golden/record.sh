@@ -24,3 +24,22 @@ cc -O2 -g -o "$work/writer" "$root/tests/workloads/writer.c"
 # 100 pipe round trips between two processes: run-queue waits (wakeups, switches) for runqlat.
 cc -O2 -g -o "$work/pingpong" "$root/tests/workloads/pingpong.c"
 "$w" record -o runqlat.wtrec runqlat -c "$work/pingpong 100"
+# 100 rounds of 3 ms of CPU and a 2 ms sleep: on-CPU slices for cpudist.
+cc -O2 -g -o "$work/slices" "$root/tests/workloads/slices.c"
+# System-wide for a second: under -c a recording keeps only events whose current task is
+# the command's, and a slice starts in the switch away from another task (docs/aggregations.md).
+"$work/slices" 100 3 >/dev/null &
+"$w" record -o cpudist.wtrec cpudist -d 1s
+wait
+# 20 direct 4 KiB writes, then 20 reads, of a loop device over a file in memory: block
+# requests for biosnoop and biolatency (system-wide: requests complete in other tasks).
+img=/dev/shm/wasmtap-golden-bio.img
+truncate -s 16M "$img"
+loopdev=$(losetup -f --show "$img")
+"$w" record -o bio.wtrec biosnoop biolatency -d 2s &
+sleep 1
+dd if=/dev/zero of="$loopdev" bs=4096 count=20 oflag=direct 2>/dev/null
+dd if="$loopdev" of=/dev/null bs=4096 count=20 iflag=direct 2>/dev/null
+wait
+losetup -d "$loopdev"
+rm -f "$img"

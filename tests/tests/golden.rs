@@ -30,6 +30,14 @@ macro_rules! golden_cases {
 }
 
 golden_cases! {
+    biolatency_prometheus,
+    biolatency_text,
+    biosnoop_disk,
+    biosnoop_text,
+    cpudist_json,
+    cpudist_process,
+    cpudist_prometheus,
+    cpudist_text,
     execsnoop_text,
     exitsnoop_text,
     forktime_text,

@@ -350,3 +350,163 @@ fn runqlat_times_each_wait_of_the_ping_pong_and_no_one_elses() {
     // preemptions of the workload beside its two waits per round trip.
     assert!(samples <= 41_000, "{samples} waits timed for 20000 round trips of two processes");
 }
+
+#[test]
+fn cpudist_adds_a_commands_slices_up_to_its_own_cpu_time() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 40 rounds of 5 ms of CPU and a 2 ms sleep: at least 40 slices, whose total is the
+    // workload's on-CPU time as the kernel keeps it (`/proc/self/schedstat`).
+    let w = workload("slices");
+    for by in ["all", "process"] {
+        let o = run(wasmtap()
+            .args(["run", "cpudist", "-o", "json", "-d", "30s", "--param"])
+            .arg(format!("by={by}"))
+            .arg("-c")
+            .arg(format!("{} 40 5", w.display())));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let text = stdout(&o);
+        let truth = text.lines().find_map(|l| l.strip_prefix("slices 40 cpu_ns ")).unwrap_or_else(|| panic!("{text}"));
+        let truth: f64 = truth.trim().parse().unwrap();
+        let lines =
+            json_lines(&text.lines().filter(|l| l.starts_with('{')).map(|l| format!("{l}\n")).collect::<String>());
+        let hist = lines.iter().find(|v| v["type"] == "hist").unwrap_or_else(|| panic!("no histogram: {lines:?}"));
+        let total =
+            lines.iter().find(|v| v["data"].get("@total_nsecs").is_some()).unwrap_or_else(|| panic!("{lines:?}"));
+        let (buckets, total) = if by == "all" {
+            (
+                hist["data"]["@nsecs"].clone(),
+                total["data"]["@total_nsecs"].as_f64().unwrap_or_else(|| panic!("{total}")),
+            )
+        } else {
+            // One process, keyed by pid and comm: the workload's, and its pid under
+            // wasmtap's name for the moments between the fork and the exec.
+            let per = hist["data"]["@nsecs"].as_object().unwrap_or_else(|| panic!("{hist}"));
+            let key = per.keys().find(|k| k.ends_with(",slices")).unwrap_or_else(|| panic!("{hist}"));
+            let pid = key.split(',').next().unwrap().to_string();
+            assert!(per.keys().all(|k| k.starts_with(&format!("{pid},"))), "only the workload's process: {hist}");
+            let totals = total["data"]["@total_nsecs"].as_object().unwrap_or_else(|| panic!("{total}"));
+            (per[key].clone(), totals.values().map(|v| v.as_f64().unwrap()).sum())
+        };
+        let slices: u64 = buckets.as_array().expect("buckets").iter().map(|b| b["count"].as_u64().unwrap()).sum();
+        assert!(slices >= 40, "{slices} slices for 40 rounds (by={by})");
+        // Apart from the command's last slice (after its read of schedstat), counted here
+        // only, and its first moments after the fork, before it waited to be let run.
+        assert!(
+            (total - truth).abs() <= truth * 0.02,
+            "slices add up to {total} ns, the kernel says {truth} (by={by})"
+        );
+    }
+}
+
+/// A loop device over a scratch file, detached when dropped.
+struct LoopDevice {
+    path: String,
+    /// `MAJOR:MINOR`, as /sys/block/NAME/dev says.
+    disk: String,
+    file: std::path::PathBuf,
+}
+
+impl LoopDevice {
+    /// Backed by a file in memory where there is a tmpfs (/dev/shm): writes to it are
+    /// never held back by the machine's other disk traffic.
+    fn new(name: &str) -> LoopDevice {
+        let shm = std::path::Path::new("/dev/shm");
+        let dir = if shm.is_dir() { shm.to_path_buf() } else { target_dir() };
+        let file = dir.join(format!("wasmtap-{name}-{}.img", std::process::id()));
+        std::fs::File::create(&file).and_then(|f| f.set_len(16 << 20)).expect("scratch file");
+        let o = run(std::process::Command::new("losetup").args(["-f", "--show"]).arg(&file));
+        assert!(o.status.success(), "losetup: {}", stderr(&o));
+        let path = stdout(&o).trim().to_string();
+        let name = path.trim_start_matches("/dev/");
+        let disk = std::fs::read_to_string(format!("/sys/block/{name}/dev")).expect("its dev").trim().to_string();
+        LoopDevice { path, disk, file }
+    }
+
+    /// `count` direct (uncached) 4 KiB writes, then as many reads: one request each.
+    fn write_and_read(&self, count: u32) {
+        for (dir, ifile, ofile) in
+            [("oflag=direct", "/dev/zero", self.path.as_str()), ("iflag=direct", self.path.as_str(), "/dev/null")]
+        {
+            let o = run(std::process::Command::new("dd").arg(format!("if={ifile}")).arg(format!("of={ofile}")).args([
+                "bs=4096",
+                &format!("count={count}"),
+                dir,
+            ]));
+            assert!(o.status.success(), "dd: {}", stderr(&o));
+        }
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = run(std::process::Command::new("losetup").args(["-d", &self.path]));
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+#[test]
+fn biosnoop_and_biolatency_see_every_request_made_to_a_loop_device() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let dev = LoopDevice::new("bio");
+    let dir = target_dir().join("bio-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Requests complete in another task's context (the loop device's worker, an
+    // interrupt): both plugins trace the whole system while 150 writes and 150 reads
+    // are made, and until interrupted after.
+    let mut cmd = wasmtap();
+    cmd.args(["run", "biosnoop", "biolatency", "-o", "json"]).args([
+        "--param",
+        &format!("biosnoop.disk={}", dev.disk),
+        "--param",
+        "biolatency.by=disk",
+    ]);
+    let session = Session::start(cmd, &dir, "bio");
+    dev.write_and_read(150);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = session.child.id().to_string();
+    assert!(run(std::process::Command::new("kill").args(["-INT", &pid])).status.success());
+    let (code, out, err) = session.finish();
+    assert_eq!(code, 0, "{err}");
+    let lines = json_lines(&out);
+    let rows: Vec<_> = lines.iter().filter(|v| v["type"] == "row").map(|v| &v["data"]).collect();
+    let ops = |op: char| {
+        rows.iter().filter(|r| r["T"].as_str().is_some_and(|t| t.starts_with(op)) && r["BYTES"] == 4096).count()
+    };
+    let missing = |op: char| -> Vec<i64> {
+        let seen: Vec<i64> = rows
+            .iter()
+            .filter(|r| r["T"].as_str().is_some_and(|t| t.starts_with(op)))
+            .filter_map(|r| r["SECTOR"].as_i64())
+            .collect();
+        (0..150).map(|i| i * 8).filter(|s| !seen.contains(s)).collect()
+    };
+    // Every request is a row, or counted: a completion that comes in an interrupt taken
+    // while another BPF program runs on that CPU (a test suite tracing beside this one)
+    // is not run by the kernel, which counts it for the program (`bpf_busy`).
+    let acct = accounting(&lines);
+    let busy = acct["kernel"]["losses"]["bpf_busy"].as_u64().unwrap_or(0);
+    let (writes, reads) = (ops('W') as u64, ops('R') as u64);
+    assert!(
+        writes <= 150 && reads <= 150 && 300 - writes - reads <= busy,
+        "{writes} writes and {reads} reads of 150 each, {busy} counted busy; sectors missing: writes {:?}, \
+         reads {:?}; {acct}",
+        missing('W'),
+        missing('R')
+    );
+    assert!(rows.iter().all(|r| r["DISK"] == dev.disk.as_str()), "only the loop device: {rows:?}");
+    let dd = rows.iter().filter(|r| r["COMM"] == "dd").count();
+    assert!(dd >= 150, "the requests issued by dd are its own: {dd} of {}", rows.len());
+    // biolatency: the same 300 requests in the loop device's histogram.
+    let hist = lines.iter().find(|v| v["type"] == "hist").unwrap_or_else(|| panic!("{lines:?}"));
+    let per_disk = hist["data"]["@nsecs"].as_object().unwrap_or_else(|| panic!("{hist}"));
+    assert!(per_disk.len() <= 8, "{hist}");
+    let buckets = per_disk.get(&dev.disk).unwrap_or_else(|| panic!("{} not in {hist}", dev.disk));
+    let count: u64 = buckets.as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert!(count.abs_diff(rows.len() as u64) <= busy, "biolatency times what biosnoop lists ({busy} busy): {hist}");
+}

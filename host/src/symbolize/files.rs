@@ -25,6 +25,10 @@ use object::{Object, ReadCache};
 pub(crate) const COPY_MAX: u64 = 128 << 20;
 /// Files kept open (and their copies kept), the oldest closed first.
 const HELD_MAX: usize = 64;
+/// Bytes of the files kept, together. A copy is memory of the host's own (a memfd), and
+/// blazesym's parsed tables of a file grow with it; past this the oldest files are closed,
+/// however few are held (the newest is always kept). Twice the largest copy.
+const HELD_BYTES_MAX: u64 = 2 * COPY_MAX;
 /// Sections that make blazesym look for another file.
 const LINK_SECTIONS: [&str; 3] = [".gnu_debuglink", ".gnu_debugaltlink", ".debug_sup"];
 
@@ -45,13 +49,23 @@ type Key = (u64, u64, i64, i64, u64);
 struct Held {
     file: File,
     readable: Readable,
+    /// The file's size (its copy's, when copied).
+    bytes: u64,
 }
 
 /// The files opened for blazesym, by identity.
-#[derive(Default)]
 pub(crate) struct Files {
     held: HashMap<Key, Held>,
     order: VecDeque<Key>,
+    /// Bytes of the files held.
+    bytes: u64,
+    bytes_max: u64,
+}
+
+impl Default for Files {
+    fn default() -> Self {
+        Files { held: HashMap::new(), order: VecDeque::new(), bytes: 0, bytes_max: HELD_BYTES_MAX }
+    }
 }
 
 impl Files {
@@ -68,30 +82,35 @@ impl Files {
             return Some(held.readable.clone());
         }
         let root_only = md.uid() == 0 && md.mode() & 0o022 == 0;
-        let file = if root_only { original } else { private_copy(original, md.size())? };
+        let (file, bytes) = if root_only { (original, md.size()) } else { private_copy(original, md.size())? };
         let debug = !links_elsewhere(&file);
         let readable =
             Readable { path: format!("/proc/self/fd/{}", file.as_raw_fd()).into(), debug, copied: !root_only };
-        self.hold(key, Held { file, readable: readable.clone() }, evict);
+        self.hold(key, Held { file, readable: readable.clone(), bytes }, evict);
         Some(readable)
     }
 
+    /// Keep `held`, closing the oldest files while more than [`HELD_MAX`] are held or
+    /// their bytes are over [`HELD_BYTES_MAX`] (the newest is always kept).
     fn hold(&mut self, key: Key, held: Held, mut evict: impl FnMut(&Path)) {
+        self.bytes += held.bytes;
         self.held.insert(key, held);
         self.order.push_back(key);
-        while self.order.len() > HELD_MAX {
+        while self.order.len() > HELD_MAX || (self.bytes > self.bytes_max && self.order.len() > 1) {
             let Some(old) = self.order.pop_front() else { break };
             if let Some(gone) = self.held.remove(&old) {
                 // Before the descriptor closes and its number can name another file.
                 evict(&gone.readable.path);
+                self.bytes -= gone.bytes;
                 drop(gone.file);
             }
         }
     }
 }
 
-/// `file`'s bytes, read (never mapped) into a sealed memfd; `None` past [`COPY_MAX`].
-fn private_copy(file: File, size: u64) -> Option<File> {
+/// `file`'s bytes, read (never mapped) into a sealed memfd, and how many; `None` past
+/// [`COPY_MAX`].
+fn private_copy(file: File, size: u64) -> Option<(File, u64)> {
     if size > COPY_MAX {
         return None;
     }
@@ -102,7 +121,7 @@ fn private_copy(file: File, size: u64) -> Option<File> {
         return None;
     }
     crate::sys::seal(&copy).ok()?;
-    Some(copy)
+    Some((copy, copied))
 }
 
 /// Whether the ELF file names a separate debug file; unparseable files count as linking.
@@ -174,6 +193,30 @@ mod tests {
         }
         assert_eq!(evicted.len(), 1);
         assert_eq!(files.held.len(), HELD_MAX);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn held_files_are_bounded_by_their_bytes_the_oldest_closed_first() {
+        let dir = temp("bytes");
+        let mut files = Files { bytes_max: 10_000, ..Files::default() };
+        let mut evicted = Vec::new();
+        let mut paths = Vec::new();
+        for i in 0..5 {
+            let p = dir.join(format!("f{i}"));
+            std::fs::write(&p, vec![b'x'; 3_000]).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+            paths.push(files.open(&p, |gone| evicted.push(gone.to_path_buf())).unwrap().path);
+        }
+        // 5 × 3,000 bytes against 10,000: the two oldest copies are closed, three kept.
+        assert_eq!(evicted, paths[..2]);
+        assert_eq!((files.held.len(), files.bytes), (3, 9_000));
+        // A file over the bound alone is still kept, the only one.
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'x'; 20_000]).unwrap();
+        std::fs::set_permissions(&big, std::fs::Permissions::from_mode(0o666)).unwrap();
+        files.open(&big, |gone| evicted.push(gone.to_path_buf())).unwrap();
+        assert_eq!((files.held.len(), files.bytes, evicted.len()), (1, 20_000, 5));
         std::fs::remove_dir_all(&dir).ok();
     }
 }

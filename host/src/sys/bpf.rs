@@ -132,6 +132,23 @@ fn map_info(map: BorrowedFd<'_>) -> io::Result<MapInfo> {
     Ok(info)
 }
 
+/// Times the kernel did not run `prog` because a BPF program was already running on
+/// that CPU (`bpf_prog_info.recursion_misses`, Linux 5.12; 0 before).
+pub fn prog_recursion_misses(prog: BorrowedFd<'_>) -> io::Result<u64> {
+    // The head of `struct bpf_prog_info` up to `recursion_misses` (offset 208), as u64
+    // words: with every count of arrays zero the kernel writes no array.
+    let mut info = [0u64; 27];
+    let attr = InfoAttr {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: info.as_mut_ptr() as u64,
+    };
+    // SAFETY: the kernel writes at most `info_len` bytes into `info`, a live array of
+    // that size, and follows no pointer in it (they are all zero).
+    unsafe { bpf(OBJ_GET_INFO_BY_FD, &attr)? };
+    Ok(info[26])
+}
+
 /// CPUs the kernel may bring up (`/sys/devices/system/cpu/possible`, e.g. `0-3` or `0,2-5`).
 fn possible_cpus() -> io::Result<usize> {
     static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -303,9 +303,9 @@ impl Live {
         out
     }
 
-    /// Bytes of ring buffer mapped into the host: each ring's data twice (so a record
-    /// that wraps reads in one piece) and two pages of positions. The kernel maps every
-    /// page when the ring is mapped, so all of it is resident from the start.
+    /// Bytes of ring buffer mapped into the host: each ring's data once and two pages of
+    /// positions ([`crate::sys::ring`]). The kernel maps every page when the ring is
+    /// mapped, so all of it is resident from the start.
     pub fn ring_bytes(&self) -> u64 {
         self.ring_bytes
     }
@@ -337,7 +337,18 @@ impl Live {
                 totals[i] = if reason.per_process() { totals[i].max(n) } else { totals[i] + n };
             }
         }
-        LossReason::ALL.into_iter().zip(totals).collect()
+        let mut losses: Vec<(LossReason, u64)> = LossReason::ALL.into_iter().zip(totals).collect();
+        losses.push((LossReason::BpfBusy, self.busy_misses()));
+        losses
+    }
+
+    /// Events the kernel did not run the collectors' programs for: a BPF program was
+    /// already running on that CPU. A bpf(2) call per program, as the dispatch thread's
+    /// seccomp filter allows.
+    fn busy_misses(&self) -> u64 {
+        let programs = self.objects.iter().flat_map(|(_, obj)| obj.programs());
+        let fds = programs.filter_map(|(_, p)| p.fd().ok());
+        fds.filter_map(|fd| crate::sys::bpf::prog_recursion_misses(fd.as_fd()).ok()).sum()
     }
 
     /// Detach every collector; the drain thread then reads what the kernel has written
