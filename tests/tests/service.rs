@@ -371,6 +371,12 @@ fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rul
     std::fs::copy(wasm("spin"), &file).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let file = file.display().to_string();
+    // The vetted plugins, named in order in the refusal: the first of them.
+    let mut vetted: Vec<String> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    vetted.sort();
     let cases: Vec<(usize, Vec<&str>, String)> = vec![
         (0, vec!["syscount", "-p", "1"], format!("-p 1: pid 1 is the system's, which {rule} does not let user {} trace", users.name(0))),
         (
@@ -383,7 +389,7 @@ fn a_tenant_is_refused_what_its_rule_does_not_allow_with_one_line_naming_the_rul
             vec!["profile", "-d", "1s"],
             format!("probe `profile:hz:99` is of class `profile`, which {rule} does not allow user {} (allowed: syscall, proc, file)", users.name(0)),
         ),
-        (0, vec!["spin"], format!("plugin `spin`: {rule} lets user {} run vetted plugins only (execsnoop, ", users.name(0))),
+        (0, vec!["spin"], format!("plugin `spin`: {rule} lets user {} run vetted plugins only ({}, ", users.name(0), vetted[0])),
         (0, vec![&file], format!("plugin `{file}`: {rule} lets user {} run vetted plugins only", users.name(0))),
         (0, vec!["syscount", "--run-as", "root", "-c", "true"], "--run-as: through the daemon, a command runs as the user who starts it".into()),
         (
