@@ -88,8 +88,11 @@ fn mutate(rec: &[u8], rng: &mut Rng) -> (Vec<u8>, String) {
 const FORMATS: [&str; 4] = ["text", "json", "folded", "prometheus"];
 
 /// The recordings and the plugins that read each.
-const CASES: [(&str, &[&str]); 5] = [
+const CASES: [(&str, &[&str]); 8] = [
     ("syscalls.wtrec", &["syscount", "syslatency"]),
+    ("runqlat.wtrec", &["runqlat"]),
+    ("cpudist.wtrec", &["cpudist"]),
+    ("bio.wtrec", &["biosnoop", "biolatency"]),
     ("procs.wtrec", &["execsnoop", "exitsnoop", "proclife", "forktime"]),
     ("files.wtrec", &["opensnoop", "opentrace", "openaggr"]),
     ("profile.wtrec", &["profile"]),
