@@ -16,6 +16,8 @@
 const volatile __u32 cfg_self_tgid = 0;
 /* The overload guard's measuring process, another process of ours (0: none). */
 const volatile __u32 cfg_meter_tgid = 0;
+/* A tenant's executor, the process that runs its plugins, another process of ours (0: none). */
+const volatile __u32 cfg_executor_tgid = 0;
 const volatile __u32 cfg_filter_targets = 0;  /* only tgids in TARGETS */
 const volatile __u32 cfg_follow_children = 0; /* forks of a target become targets */
 /* 1: the task's uid must be in UIDS; 2: it must be cfg_uid (one uid, as a tenant's own
@@ -206,11 +208,12 @@ static __always_inline int wt_in_cgroups(void)
 	return 0;
 }
 
-/* Whether `tgid` is one of the run's own processes: the host, and the overload guard's
- * measuring process. */
+/* Whether `tgid` is one of the run's own processes: the host, the overload guard's
+ * measuring process, and a tenant's executor. */
 static __always_inline int wt_is_ours(__u32 tgid)
 {
-	return tgid == cfg_self_tgid || (cfg_meter_tgid && tgid == cfg_meter_tgid);
+	return tgid == cfg_self_tgid || (cfg_meter_tgid && tgid == cfg_meter_tgid) ||
+	       (cfg_executor_tgid && tgid == cfg_executor_tgid);
 }
 
 /* A change to TARGETS, made after the map was changed: every CPU's cached answer is

@@ -201,7 +201,7 @@ pub struct ProbeStats {
 }
 
 /// What one program cost, over every window measured.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ProgramCost {
     pub name: String,
     pub runs: u64,
@@ -211,7 +211,7 @@ pub struct ProgramCost {
 }
 
 /// What the collectors cost the traced system, as measured (`--stats`, JSON accounting).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CollectorCost {
     /// `--max-kernel-cpu`, percent of one CPU.
     pub limit_percent: u32,
@@ -227,7 +227,7 @@ pub struct CollectorCost {
     pub tripped: bool,
     pub programs: Vec<ProgramCost>,
     /// Why the cost could not be measured, if it could not.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmeasured: Option<String>,
 }
 

@@ -79,6 +79,9 @@ pub fn run(
                 report_drops(&mut reporter, &kernel, plugins, out);
             }
         }
+        for notice in source.notices() {
+            out.diag(&notice);
+        }
         if let Some((sink, every)) = &opts.export {
             if exported.elapsed() >= *every {
                 exported = Instant::now();
@@ -122,13 +125,16 @@ pub fn run(
     plugins.tick(clock.mono_ns(), out, &clock);
     watchdog::beat(Doing::Finishing);
     plugins.finish(out, &clock);
-    let SourceEnd { mut kernel, ring_bytes, queue_peak_bytes } = source.finish()?;
+    let SourceEnd { mut kernel, ring_bytes, queue_peak_bytes, collectors: measured } = source.finish()?;
+    for notice in source.notices() {
+        out.diag(&notice);
+    }
     add_host_agg_lost(&mut kernel, plugins);
     let stats = plugins.stats(&kernel);
     if let Some((sink, _)) = &opts.export {
         sink.account(&stats);
     }
-    let collectors = opts.overload.take().map(overload::Guard::finish);
+    let collectors = opts.overload.take().map(overload::Guard::finish).or(measured);
     let host = HostUsage {
         ring_bytes,
         queue_peak_bytes,
@@ -171,6 +177,10 @@ impl EventSource for Tee<'_> {
 
     fn counters_now(&self) -> Option<KernelCounters> {
         self.inner.counters_now()
+    }
+
+    fn notices(&mut self) -> Vec<String> {
+        self.inner.notices()
     }
 
     fn stop(&mut self) {

@@ -259,6 +259,9 @@ pub struct Symbolizer {
     own_vdso: Option<Mapping>,
     /// The files blazesym may map.
     files: files::Files,
+    /// A copy of `/proc/kallsyms` to read kernel symbols from instead (a tenant's executor,
+    /// which is shown every kernel address as 0, is handed one).
+    kallsyms: Option<std::path::PathBuf>,
 }
 
 impl Default for Symbolizer {
@@ -274,7 +277,13 @@ impl Symbolizer {
         let own_maps = fs::read_to_string("/proc/self/maps").unwrap_or_default();
         let own_vdso = parse_maps(&own_maps).into_iter().find(|m| m.path == "[vdso]");
         let (procs, order, files) = (HashMap::new(), VecDeque::new(), files::Files::default());
-        Symbolizer { blaze, procs, order, held: 0, modules: None, own_vdso, files }
+        Symbolizer { blaze, procs, order, held: 0, modules: None, own_vdso, files, kallsyms: None }
+    }
+
+    /// Kernel symbols from `kallsyms`, a copy of `/proc/kallsyms` made where its addresses
+    /// showed, rather than from the kernel's own files.
+    pub fn with_kallsyms(kallsyms: std::path::PathBuf) -> Symbolizer {
+        Symbolizer { kallsyms: Some(kallsyms), ..Symbolizer::new() }
     }
 
     /// Snapshot the executable mappings of `pid` unless it is already known. Call it on the first
@@ -323,6 +332,12 @@ impl Symbolizer {
             })
             .collect();
         let all: Vec<usize> = (0..frames.len()).collect();
+        if let Some(path) = &self.kallsyms {
+            let kernel =
+                Kernel { kallsyms: MaybeDefault::Some(path.clone()), vmlinux: MaybeDefault::None, ..Kernel::default() };
+            fill_unnamed(&self.blaze, &Source::Kernel(kernel), |a| Input::AbsAddr(a), &mut frames, &all, addrs);
+            return frames;
+        }
         // A vmlinux found on disk may fail on a module (compressed, not in depmod) that kallsyms
         // still names, so unnamed frames get a second, kallsyms-only pass.
         for kernel in [Kernel::default(), Kernel { vmlinux: MaybeDefault::None, ..Kernel::default() }] {

@@ -8,6 +8,7 @@ pub mod creds;
 pub mod fds;
 pub mod ring;
 pub mod seccomp;
+pub mod shm;
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -448,4 +449,55 @@ pub fn attach_uprobe(
     let config = (ref_ctr_offset << 32) | u64::from(retprobe);
     let perf = perf_open(pmu_type, config, path.as_ptr() as u64, offset)?;
     link_perf(prog_fd, perf, cookie)
+}
+
+/// Start `program` with `args` as a tenant's executor: as `(uid, gid)` with no
+/// supplementary group (so with no capability), `no_new_privs` set, killed when this
+/// process dies, and `fd` open across the exec as number `target` (every other
+/// descriptor of this process's own is close-on-exec).
+pub fn spawn_executor(
+    program: &std::path::Path,
+    args: &[std::ffi::OsString],
+    (uid, gid): (u32, u32),
+    fd: std::os::fd::OwnedFd,
+    target: std::os::fd::RawFd,
+) -> io::Result<std::process::Child> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    let mut cmd = std::process::Command::new(program);
+    // std drops the supplementary groups when root switches uid (setgroups(0)), then
+    // sets the gid and the uid, which clears every capability; the closure runs after.
+    cmd.args(args).uid(uid).gid(gid);
+    let from = fd.as_raw_fd();
+    // SAFETY: the closure runs in the child between fork and exec and only makes
+    // async-signal-safe system calls (dup2, prctl, getppid) on values copied before the
+    // fork; `fd` stays open in the closure, which owns it, and `target` lies above it.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _open = &fd;
+            if libc::dup2(from, target) < 0 || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent died before the signal was asked for: no one would send it.
+            if libc::getppid() != parent {
+                return Err(io::Error::other("the collectors' process is gone"));
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Make this process undumpable: its user may not ptrace it or read its memory (a
+/// tenant's executor holds descriptors the collectors' process handed it).
+pub fn set_undumpable() -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integers and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

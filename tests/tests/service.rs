@@ -421,25 +421,32 @@ fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
         let runs = d.runs();
         assert_eq!(runs.len(), 1, "one run for the session");
         if round == 0 {
-            // Attached, the run is the tenant: its uid, no capability, no way to gain one,
-            // and the plugins' thread under seccomp.
-            // (It says "Attached" just before it gives up root: wait for the switch and the
-            // filter, 5 s at most.)
+            // The run is two processes: the collectors' (root, which holds what the kernel
+            // side needs) and its child the executor, which runs the plugins as the tenant:
+            // its uid, no capability, no way to gain one, the plugins' thread under
+            // seccomp. (The executor confines its dispatch thread once attached: wait for
+            // the filter, 5 s at most.)
             let uid = users.0[0].1.to_string();
             let started = Instant::now();
-            let status = loop {
-                let status = std::fs::read_to_string(format!("/proc/{}/status", runs[0])).unwrap();
-                let has = |prefix: &str, value: &str| {
-                    status.lines().any(|l| l.starts_with(prefix) && l.split_whitespace().nth(1) == Some(value))
-                };
-                let switched = has("Uid:", &uid) && has("Seccomp:", "2");
-                if switched || started.elapsed() > Duration::from_secs(5) {
-                    break status;
+            let (executor, status) = loop {
+                let found = children_of(runs[0]).into_iter().find_map(|pid| {
+                    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+                    let has = |prefix: &str, value: &str| {
+                        status.lines().any(|l| l.starts_with(prefix) && l.split_whitespace().nth(1) == Some(value))
+                    };
+                    has("Uid:", &uid).then_some((pid, status.clone(), has("Seccomp:", "2")))
+                });
+                match found {
+                    Some((pid, status, true)) => break (pid, status),
+                    Some((pid, status, false)) if started.elapsed() > Duration::from_secs(5) => break (pid, status),
+                    None if started.elapsed() > Duration::from_secs(5) => panic!("no executor under run {}", runs[0]),
+                    _ => std::thread::sleep(Duration::from_millis(10)),
                 }
-                std::thread::sleep(Duration::from_millis(10));
             };
             let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).unwrap_or("").trim().to_string();
             assert!(field("Uid:").split_whitespace().all(|u| u == uid), "{status}");
+            assert!(field("Gid:").split_whitespace().all(|g| g == uid), "{status}");
+            assert_eq!(field("Groups:"), "", "{status}");
             assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
             assert_eq!(field("CapPrm:"), "0000000000000000", "{status}");
             assert_eq!(field("NoNewPrivs:"), "1", "{status}");
@@ -447,7 +454,7 @@ fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
             // In a cgroup of its own with the quota's memory: 384 MiB for the host and
             // 64 MiB for its one plugin (cgroup v2 where it has the memory controller,
             // else v1, as on this machine class).
-            let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", runs[0])).unwrap();
+            let cgroups = std::fs::read_to_string(format!("/proc/{executor}/cgroup")).unwrap();
             let limit = match cgroups.lines().find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string())) {
                 Some(path) => std::fs::read_to_string(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")),
                 None => {
@@ -460,10 +467,24 @@ fn a_tenants_run_holds_no_privilege_and_ends_when_its_client_is_killed() {
             };
             assert!(cgroups.contains("/wasmtap/session-"), "{cgroups}");
             assert_eq!(limit.unwrap().trim(), ((384u64 + 64) << 20).to_string(), "{cgroups}");
-            // The maps of its scope and filters are frozen: with the run's own fds, no
-            // process (not even root) can widen what it sees. They are the hash maps of
-            // one-byte values (the uid, comm, cgroup, target and in-scope-thread sets) and
-            // the quota's array of maps; the rings, which the run reads, are not.
+            // The executor holds no collector: no program, link, ring buffer or filter map
+            // (syscount's counts are the aggregation maps it reads, handed over); its
+            // events come through shared memory.
+            let held: Vec<String> = std::fs::read_dir(format!("/proc/{executor}/fd"))
+                .unwrap()
+                .flatten()
+                .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                .map(|t| t.to_string_lossy().into_owned())
+                .collect();
+            assert!(!held.iter().any(|t| t == "anon_inode:bpf-prog" || t == "anon_inode:bpf_link"), "{held:?}");
+            let mapped = std::fs::read_to_string(format!("/proc/{executor}/maps")).unwrap();
+            assert!(mapped.contains("/memfd:wasmtap-events"), "{mapped}");
+            let theirs = bpf_maps(executor);
+            assert!(theirs.iter().all(|m| m["map_type"] != 27 && m["value_size"] != 1), "{theirs:?}");
+            // The collectors' maps of its scope and filters are frozen: with the run's own
+            // fds, no process (not even root) can widen what it sees. They are the hash
+            // maps of one-byte values (the uid, comm, cgroup, target and in-scope-thread
+            // sets) and the quota's array of maps; the rings, which the run reads, are not.
             let maps = bpf_maps(runs[0]);
             let (sets, quota, rings) = (
                 maps.iter().filter(|m| m["map_type"] == 1 && m["value_size"] == 1).collect::<Vec<_>>(),
@@ -576,6 +597,12 @@ fn bpf_maps(pid: u32) -> Vec<std::collections::BTreeMap<String, u64>> {
         maps.push(info.lines().filter_map(field).collect());
     }
     maps
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
 }
 
 /// BPF links held open by any process of the host.

@@ -134,6 +134,9 @@ pub struct TraceArgs {
     /// Set by the daemon: `--flamegraph` writes to this inherited descriptor.
     #[arg(long, hide = true, value_name = "FD")]
     flamegraph_fd: Option<i32>,
+    /// Set by a tenant's run for its executor: the socket to its collectors' process.
+    #[arg(long, hide = true, value_name = "FD")]
+    executor_fd: Option<i32>,
 }
 
 /// How results are written (`run`, `replay`).

@@ -21,6 +21,7 @@ use crate::pipeline::{self, RunOptions, Tee};
 use crate::plugin::{self, params, PluginSet, Runner};
 use crate::privilege;
 use crate::sandbox::Sandbox;
+use crate::service::executor::{CollectorOptions, Link, ShmSource};
 use crate::service::tenant::{TenantRule, TENANT_KERNEL_CPU};
 use crate::sys::creds::User;
 use crate::sys::GatedChild;
@@ -62,8 +63,11 @@ fn trace(
     record_to: Option<RecordTo<'_>>,
     export: &ExportArgs,
 ) -> anyhow::Result<Outcome> {
-    // A tenant's run joins its session's cgroup while it has one thread.
-    crate::service::cgroup::join(&trace.cgroup)?;
+    // A tenant's run joins its session's cgroup while it has one thread (its executor
+    // starts in it).
+    if trace.executor_fd.is_none() {
+        crate::service::cgroup::join(&trace.cgroup)?;
+    }
     // Read now: once confined, the thread that reports opens no file.
     let cgroup_bounds = crate::service::cgroup::bounds(&trace.cgroup);
     // Checked first, like any other bad input: nothing is loaded or started yet.
@@ -77,6 +81,22 @@ fn trace(
         // A tenant's run keeps the overload guard, at most at its ceiling.
         max_kernel_cpu = Some(max_kernel_cpu.map_or(TENANT_KERNEL_CPU, |v| v.min(TENANT_KERNEL_CPU)));
     }
+    if let (Some(t), None) = (&tenant, trace.executor_fd) {
+        // The collectors' side of a tenant's run: its plugins run in the executor it
+        // starts, which reports to the user.
+        let opts = CollectorOptions { max_kernel_cpu, events_per_sec: trace.max_events_per_sec };
+        return match crate::service::executor::collect(t, opts)? {
+            0 => Ok(Outcome::Clean),
+            1 => Ok(Outcome::Problems),
+            code => crate::sys::exit_now(code),
+        };
+    }
+    // A tenant's executor: the socket to its collectors, taken before any plugin loads.
+    let link = match trace.executor_fd {
+        Some(_) if tenant.is_none() => bail!("--executor-fd is for a tenant's run, which sets --tenant too"),
+        Some(fd) => Some(Link::inherited(fd)?),
+        None => None,
+    };
     let stall_timeout = super::limits::parse_watchdog(&common.watchdog)?;
     let listening = export.serve.is_some() || export.otlp.is_some();
     let exporting = listening || export.export_fd.is_some();
@@ -169,9 +189,9 @@ fn trace(
     };
     // Started before the collectors load, so that they never see it; it learns which
     // programs to measure once they are loaded.
-    let meter = match max_kernel_cpu {
-        Some(_) => Some(overload::Meter::spawn()?),
-        None => None,
+    let meter = match (max_kernel_cpu, &link) {
+        (Some(_), None) => Some(overload::Meter::spawn()?),
+        _ => None,
     };
     let follow_children = child.is_some() || trace.follow;
     let narrow = |f: KernelFilter| match &tenant {
@@ -191,19 +211,32 @@ fn trace(
         agg_filter: narrow(KernelFilter { targets: agg_targets, follow_children, ..agg_filter })?,
         map_sizes,
         meter_tgid: meter.as_ref().map(overload::Meter::pid),
+        executor_tgid: None,
         quota,
     };
-    let (mut live, rx) = Live::start(&config)?;
-    if let Some(values) = live.take_values() {
-        plugins.attach_kernel_values(values);
-    }
+    let mut overload = None;
+    let (collected, kallsyms) = match link {
+        None => {
+            let (mut live, rx) = Live::start(&config)?;
+            if let Some(values) = live.take_values() {
+                plugins.attach_kernel_values(values);
+            }
+            if let (Some(meter), Some(limit)) = (meter, max_kernel_cpu) {
+                overload = Some(overload::Guard::start(meter, live.programs(), limit)?);
+            }
+            (Collected::Here(Box::new(LiveSource::new(live, rx))), None)
+        }
+        Some(link) => {
+            let started = link.start(&config)?;
+            if let Some(values) = started.values {
+                plugins.attach_kernel_values(values);
+            }
+            (Collected::Elsewhere(started.source), started.kallsyms)
+        }
+    };
     let writer = match recording {
         Some((path, file)) => Some(Writer::new(file, &path, &recording_header(&plugins))?),
         None => None,
-    };
-    let overload = match (meter, max_kernel_cpu) {
-        (Some(meter), Some(limit)) => Some(overload::Guard::start(meter, live.programs(), limit)?),
-        _ => None,
     };
     let _watchdog = match stall_timeout {
         Some(t) => Some(Watchdog::start(t, child.as_ref().map(GatedChild::pid))?),
@@ -222,7 +255,14 @@ fn trace(
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
-    let symbols = crate::plugin::symbols::Live::start().context("cannot start the symbolizer thread")?;
+    let symbols = match &kallsyms {
+        Some(file) => {
+            use std::os::fd::AsRawFd;
+            crate::plugin::symbols::Live::start_with_kallsyms(format!("/proc/self/fd/{}", file.as_raw_fd()).into())
+        }
+        None => crate::plugin::symbols::Live::start(),
+    }
+    .context("cannot start the symbolizer thread")?;
     // Once it is the user, the run sees kernel addresses as 0: read them now. An exported
     // run's plugins symbolize at their first interval, within a call's deadline: the
     // kernel's symbols are read before that, too.
@@ -238,11 +278,11 @@ fn trace(
         // reading cgroup files and starting threads: the filter refuses both, so start it now.
         crate::sandbox::start_wasi_runtime();
         privilege::prepare_dispatch_thread();
-        live.prepare_reads();
+        crate::collect::live::prepare_reads();
     }
     match &tenant {
-        // A tenant's plugins run as the tenant, with nothing more.
-        Some(t) => privilege::drop_to_user_after_attach(t.uid, t.gid)?,
+        // A tenant's executor is the tenant's user from its start, with nothing to give up.
+        Some(_) => {}
         None => {
             // The symbolizer's thread reads /proc for plugins that ask the `proc` tapset too
             // (an executable's path needs what reading memory maps does).
@@ -266,14 +306,24 @@ fn trace(
         overload,
         export: exporter.as_ref().map(|e| (e.sink.clone(), export.export_interval)),
     };
-    let mut live = LiveSource::new(live, rx);
+    let (mut here, mut elsewhere);
+    let inner: &mut dyn EventSource = match collected {
+        Collected::Here(source) => {
+            here = source;
+            &mut *here
+        }
+        Collected::Elsewhere(source) => {
+            elsewhere = source;
+            &mut elsewhere
+        }
+    };
     let mut tee;
     let source: &mut dyn EventSource = match writer {
         Some(writer) => {
-            tee = Tee::new(&mut live, writer, Some(symbols));
+            tee = Tee::new(inner, writer, Some(symbols));
             &mut tee
         }
-        None => &mut live,
+        None => inner,
     };
     let mut accounting = pipeline::run(&mut plugins, source, opts, &mut out)?;
     if let Some(said) = exporter.and_then(crate::export::serve::Exporter::finish) {
@@ -284,6 +334,13 @@ fn trace(
     out.accounting(&accounting, common.stats);
     out.close().map_err(anyhow::Error::msg)?;
     Ok(if accounting.has_problems() { Outcome::Problems } else { Outcome::Clean })
+}
+
+/// Where a live run's events come from: collectors this process attached, or, in a
+/// tenant's executor, the collectors' process.
+enum Collected {
+    Here(Box<LiveSource>),
+    Elsewhere(ShmSource),
 }
 
 /// Tell the daemon that started this run that it is attached: one byte to stdin, the

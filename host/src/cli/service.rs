@@ -10,9 +10,13 @@ use crate::service::wire::{Ask, Passed, Reply};
 use crate::service::{client, default_socket};
 
 /// Whether `run` goes through the daemon: when asked to (`--daemon`), or for a user who
-/// can trace neither as root nor with CAP_BPF or CAP_SYS_ADMIN of its own.
+/// can trace neither as root nor with CAP_BPF or CAP_SYS_ADMIN of its own; never for a
+/// tenant's executor, which the daemon's run started.
 pub fn through_daemon(trace: &TraceArgs) -> bool {
     use crate::sys::creds::{effective_caps, CAP_BPF, CAP_SYS_ADMIN};
+    if trace.executor_fd.is_some() {
+        return false;
+    }
     let can_trace = crate::sys::euid() == 0
         || effective_caps().is_ok_and(|caps| caps & ((1 << CAP_BPF) | (1 << CAP_SYS_ADMIN)) != 0);
     trace.daemon.is_some() || !can_trace
@@ -138,6 +142,7 @@ pub fn parse_run(record: bool, args: &[String]) -> Result<RunShape, String> {
             || !trace.cgroup.is_empty()
             || trace.recording_fd.is_some()
             || trace.flamegraph_fd.is_some()
+            || trace.executor_fd.is_some()
             || trace.follow
             || trace.attached_to_stdin
             || trace.daemon.is_some()
@@ -218,6 +223,7 @@ mod tests {
             "--follow",
             "--recording-fd=3",
             "--flamegraph-fd=3",
+            "--executor-fd=100",
         ] {
             let sneaky: Vec<String> = ["syscount", flag].map(String::from).to_vec();
             assert!(parse_run(false, &sneaky).unwrap().daemon_flags, "{flag}");

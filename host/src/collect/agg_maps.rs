@@ -203,7 +203,7 @@ pub fn tid_aggs_bytes(ids: &[u32]) -> Option<[u8; TID_AGGS_BYTES]> {
 }
 
 /// Where a probe's events are aggregated.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum SiteAttach {
     SysEnter,
     SysExit,
@@ -221,7 +221,7 @@ pub enum SiteAttach {
 /// themselves and fills no trace record for them; each program builds the record the
 /// tracefs format describes on its stack. Chosen only when the format is the one those
 /// programs build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum SchedTp {
     Switch,
     Wakeup,
@@ -426,6 +426,35 @@ impl KernelValues {
             crate::sys::bpf::MapElems::of(map.map().fd().as_fd()).map_err(|e| format!("aggregation map: {e}"))?;
         }
         Ok(KernelValues { map, array, comm_ids, comm_values, sys_hist })
+    }
+
+    /// Descriptors of its five maps, in the order [`KernelValues::from_fds`] takes them:
+    /// a tenant's executor reads the values the collectors' process keeps.
+    pub fn fds(&self) -> std::io::Result<Vec<std::os::fd::OwnedFd>> {
+        use aya::maps::IterableMap;
+        use std::os::fd::AsFd;
+        [
+            self.map.map().fd().as_fd(),
+            self.array.map().fd().as_fd(),
+            self.comm_ids.map().fd().as_fd(),
+            self.comm_values.map().fd().as_fd(),
+            self.sys_hist.map().fd().as_fd(),
+        ]
+        .into_iter()
+        .map(|fd| fd.try_clone_to_owned())
+        .collect()
+    }
+
+    /// The values behind five map descriptors another process sent ([`KernelValues::fds`]);
+    /// each must be a map of the type and sizes its place says.
+    pub fn from_fds(fds: Vec<std::os::fd::OwnedFd>) -> Result<KernelValues, String> {
+        let [map, array, comm_ids, comm_values, sys_hist]: [std::os::fd::OwnedFd; 5] =
+            fds.try_into().map_err(|fds: Vec<_>| format!("{} aggregation maps, not 5", fds.len()))?;
+        let open = |fd| {
+            let data = MapData::from_fd(fd).map_err(|e| e.to_string())?;
+            aya::maps::Map::from_map_data(data).map_err(|e| e.to_string())
+        };
+        KernelValues::new(open(map)?, open(array)?, open(comm_ids)?, open(comm_values)?, open(sys_hist)?)
     }
 
     /// Every key of aggregation `agg`, whose values go where `slots` says, summed over CPUs.

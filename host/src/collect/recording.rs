@@ -73,6 +73,9 @@ pub enum RecordingError {
     NotARecording { path: PathBuf },
     #[error("corrupt recording {path} at byte {offset}: {reason}")]
     Corrupt { path: PathBuf, offset: u64, reason: String },
+    /// A live source in another process failed (a tenant's collectors).
+    #[error("{0}")]
+    Collectors(String),
 }
 
 /// Writes a recording.

@@ -1,6 +1,6 @@
 //! Where a run's events come from, as the pipeline sees them: an [`EventSource`]. Today
-//! the live collectors ([`LiveSource`]) and a recording ([`Replay`]); the shared-host
-//! service's executor process will plug a pipe in here. Recording is a tee on any source
+//! the live collectors ([`LiveSource`]), a recording ([`Replay`]), and a tenant's
+//! collectors in another process (`service::executor::ShmSource`). Recording is a tee on any source
 //! (`pipeline::Tee`), so the pipeline has one loop for all of them.
 
 use std::sync::mpsc::RecvTimeoutError;
@@ -31,6 +31,8 @@ pub struct SourceEnd {
     pub ring_bytes: u64,
     /// The most the queue between the collectors and the pipeline held at once.
     pub queue_peak_bytes: u64,
+    /// What the collectors cost, when another process measured it (a tenant's run).
+    pub collectors: Option<crate::accounting::CollectorCost>,
 }
 
 /// A stream of record chunks and the time they happen in.
@@ -46,6 +48,12 @@ pub trait EventSource {
     /// loss reports).
     fn counters_now(&self) -> Option<KernelCounters> {
         None
+    }
+
+    /// What the source has to tell the user since it was last asked (a tenant's
+    /// collectors, in another process, say why they stopped).
+    fn notices(&mut self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Begin to end: what is already on its way still comes, then [`Next::End`].
@@ -97,6 +105,7 @@ impl EventSource for LiveSource {
             kernel: self.live.counters(),
             ring_bytes: self.live.ring_bytes(),
             queue_peak_bytes: self.rx.peak_bytes(),
+            collectors: None,
         })
     }
 }

@@ -77,6 +77,12 @@ impl Live {
         Live::with(Symbolizer::new)
     }
 
+    /// Start the symbolizer thread, naming kernel addresses from `kallsyms`, a copy of
+    /// `/proc/kallsyms` made where its addresses showed.
+    pub fn start_with_kallsyms(kallsyms: std::path::PathBuf) -> std::io::Result<Live> {
+        Live::with(move || Symbolizer::with_kallsyms(kallsyms))
+    }
+
     /// Start a symbolizer thread over what `make` builds on it.
     pub fn with<R: Resolve, F: FnOnce() -> R + Send + 'static>(make: F) -> std::io::Result<Live> {
         let (tx, rx) = channel::<Request>();

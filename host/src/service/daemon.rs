@@ -540,7 +540,7 @@ fn check_run(
     }
     if shape.daemon_flags {
         return Err(
-            "flags --tenant, --follow, --attached-to-stdin, --cgroup, --plugin-file, --export-fd and --daemon are the daemon's to set"
+            "flags --tenant, --follow, --attached-to-stdin, --cgroup, --plugin-file, --export-fd, --executor-fd and --daemon are the daemon's to set"
                 .into()
         );
     }

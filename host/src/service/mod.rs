@@ -11,16 +11,21 @@
 //!   and CPU limits.
 //! - `tenant.rs`: the rule a tenant's run enforces: its scope ANDed into every kernel
 //!   filter, its probe classes, its quotas as caps on the plugins' limits.
+//! - `executor.rs`: a tenant's run in two processes: the collectors (privileged) and the
+//!   executor that runs the plugins (the tenant's user from its start), events between
+//!   them in a shared-memory ring.
 //!
-//! Each session's run is today a child process of the daemon (`wasmtap run` with the
-//! tenant's rule), so that everything a run does is the same through the daemon as
-//! without it. A tenant's run is confined: in a cgroup of its own with the quotas' memory
-//! and CPU limits, and once attached it becomes the tenant's user with no capability and
-//! `no_new_privs`, its dispatch thread under seccomp, before any plugin event runs.
+//! Each session's run is a child process of the daemon (`wasmtap run` with the tenant's
+//! rule), so that everything a run does is the same through the daemon as without it. A
+//! tenant's run is confined: in a cgroup of its own with the quotas' memory and CPU
+//! limits; its plugins run in an executor process that is the tenant's user from its
+//! first instruction, with no capability, `no_new_privs` and its dispatch thread under
+//! seccomp, and the collectors' process checks what the executor asks for as hostile.
 
 pub mod cgroup;
 pub mod client;
 pub mod daemon;
+pub mod executor;
 pub mod tenant;
 pub mod wire;
 

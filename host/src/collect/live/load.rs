@@ -49,6 +49,7 @@ pub(super) fn take_loader() -> EbpfLoader<'static> {
 pub(super) struct Globals {
     pub(super) self_tgid: u32,
     pub(super) meter_tgid: u32,
+    pub(super) executor_tgid: u32,
     pub(super) targets: u32,
     pub(super) follow: u32,
     pub(super) uids: u32,
@@ -72,6 +73,7 @@ impl Globals {
         Globals {
             self_tgid: std::process::id(),
             meter_tgid: config.meter_tgid.unwrap_or(0),
+            executor_tgid: config.executor_tgid.unwrap_or(0),
             targets: flag(f.targets.is_some()),
             follow: flag(f.follow_children),
             // One uid (a tenant's own scope) is compared with a constant; more, looked up.
@@ -111,6 +113,7 @@ pub(super) fn load<'a>(loader: &mut EbpfLoader<'a>, c: Collector, g: &'a Globals
         .override_global("cfg_cgroup_levels", &g.levels, true)
         .override_global("cfg_self_tgid", &g.self_tgid, true)
         .override_global("cfg_meter_tgid", &g.meter_tgid, true)
+        .override_global("cfg_executor_tgid", &g.executor_tgid, true)
         .override_global("cfg_filter_targets", &g.targets, true)
         .override_global("cfg_follow_children", &g.follow, true)
         .override_global("cfg_filter_uids", &g.uids, true)

@@ -65,7 +65,7 @@ pub enum CollectError {
 }
 
 /// Filters applied in the kernel, for every collector.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct KernelFilter {
     /// Only these processes (`-p`, `-c`), plus their descendants if `follow_children`.
     pub targets: Option<Vec<u32>>,
@@ -95,6 +95,8 @@ pub struct LiveConfig {
     pub map_sizes: MapSizes,
     /// The overload guard's measuring process, never traced (like the host itself).
     pub meter_tgid: Option<u32>,
+    /// A tenant's executor, which runs the plugins: never traced either.
+    pub executor_tgid: Option<u32>,
     /// At most this many events a second reach the host, over every collector of the
     /// run together ([`EventQuota`]); the rest are lost in the kernel under `quota`.
     pub quota: Option<EventQuota>,
@@ -270,7 +272,7 @@ impl Live {
     /// number of possible CPUs, which aya reads once per thread. The thread then reads
     /// counters and aggregations with bpf(2) alone, which its seccomp filter allows.
     pub fn prepare_reads(&self) {
-        let _ = aya::util::nr_cpus();
+        prepare_reads();
     }
 
     /// The kernel's counters, summed over CPUs, plus the drain thread's. Reads only the
@@ -368,6 +370,12 @@ impl Live {
         }
         self.stop.store(true, Ordering::Relaxed);
     }
+}
+
+/// Read now, on the calling thread, what reading maps needs from a file (the number of
+/// possible CPUs): [`Live::prepare_reads`], for maps another process handed over.
+pub fn prepare_reads() {
+    let _ = aya::util::nr_cpus();
 }
 
 /// One quota budget for the run, set in every collector's `QUOTA` before anything is
