@@ -575,7 +575,7 @@ def daemon(rounds, quick):
               flush=True)
 
         secs = 1 if quick else 2
-        rates = [500_000, 1_000_000, 1_250_000, 1_500_000, 2_000_000]
+        rates = [500_000, 625_000, 750_000, 875_000, 1_000_000, 1_250_000, 1_500_000]
         print(f"\nStreaming: `paced RATE {secs}` as the tenant; bpftrace `printf`, and the `snoop` example plugin "
               "(one row per event) run by root directly and by the tenant through the daemon, output to a file. "
               "Lost = calls − lines.\n")

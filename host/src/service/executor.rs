@@ -325,7 +325,15 @@ fn forward(
             match ring.push(&chunk.bytes, chunk.records) {
                 Ok(true) => break,
                 Ok(false) if shared.gone.load(Ordering::Relaxed) => broken = true,
-                Ok(false) => std::thread::sleep(Duration::from_micros(500)),
+                Ok(false) => {
+                    // Told to stop while the executor is behind: detach now, so the
+                    // kernel stops writing while the last chunks wait for room.
+                    if !stopped && stop.load(Ordering::Relaxed) {
+                        shared.live.lock().unwrap_or_else(|e| e.into_inner()).stop();
+                        stopped = true;
+                    }
+                    std::thread::sleep(Duration::from_micros(500));
+                }
                 Err(e) => {
                     shared.notices.lock().unwrap_or_else(|e| e.into_inner()).push(e.to_string());
                     broken = true;
