@@ -298,6 +298,38 @@ fn the_tutorials_one_liners_run_unchanged() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(out.contains("@bytes:\n") && out.contains("[4K, 8K)            1000 |"), "{out}");
 
+    // 9. profile on-CPU kernel stacks: the getppid storm's samples are in the syscall path,
+    // each stack a key of named frames as bpftrace prints it.
+    let cmd = format!("{} 3000000", workload("getppid_loop").display());
+    let o = run(wasmtap().args(["-e", "profile:hz:99 { @[kstack] = count(); }", "-c", &cmd]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.starts_with("@[\n        "), "{out}");
+    assert!(out.contains("\n        entry_SYSCALL_64"), "kernel frames named: {out}");
+    let samples: u64 = out.lines().filter_map(|l| l.strip_prefix("]: ")?.parse::<u64>().ok()).sum();
+    assert!(samples > 0, "{out}");
+
+    // 10. scheduler tracing: every switch of a command that sleeps 20 times is a stack
+    // through the scheduler, and its user stacks name its own frames.
+    let o = run(wasmtap().args([
+        "-e",
+        "tracepoint:sched:sched_switch { @[kstack] = count(); } tracepoint:sched:sched_switch { @u[ustack, comm] = count(); }",
+        "-c",
+        "sh -c 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do sleep 0.01; done'",
+    ]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.contains("\n        __schedule+") || out.contains("\n        schedule+"), "{out}");
+    let switches: u64 = out
+        .split("\n\n")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("]: ")?.parse::<u64>().ok())
+        .sum();
+    assert!(switches >= 20, "at least one switch per sleep: {out}");
+    assert!(out.contains("@u[\n        ") && out.contains("\n, sh]: "), "{out}");
+
     // 11. block I/O: direct writes of 1 MiB reach the disk as requests.
     let file = std::env::temp_dir().join(format!("wasmtap-block-{}", std::process::id()));
     let cmd = format!("dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());

@@ -2,15 +2,17 @@
 
 use std::collections::HashMap;
 
-use wasmtap_sdk::{from_entries, Agg, AggId, AggKind, AggOrder, Aggregation, Event, Key};
+use wasmtap_sdk::{from_entries, Agg, AggId, AggKind, AggOrder, Aggregation, Event, Key, Stack};
 
 use crate::parse::{Expr, Fold, Op, Slot, Stmt, B};
 
-/// A value: bpftrace's integers (64-bit) and strings.
+/// A value: bpftrace's integers (64-bit) and strings, and stacks (`kstack`, `ustack`),
+/// kept as addresses and named only when a map is reported.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Value {
     Int(i64),
     Str(String),
+    Stack(Stack),
 }
 
 impl Value {
@@ -18,6 +20,7 @@ impl Value {
         match self {
             Value::Int(i) => *i,
             Value::Str(s) => i64::from(!s.is_empty()),
+            Value::Stack(s) => i64::from(!s.is_empty()),
         }
     }
 
@@ -25,13 +28,17 @@ impl Value {
         match self {
             Value::Int(i) => wasmtap_sdk::Value::Int(*i),
             Value::Str(s) => wasmtap_sdk::Value::Text(s.clone()),
+            // Named when the map is reported ([`name_stacks`]).
+            Value::Stack(s) => wasmtap_sdk::Value::Text(s.to_string()),
         }
     }
 
-    fn show(&self) -> String {
+    /// As printf and plain maps show it; a stack as its addresses, outermost first.
+    pub fn show(&self) -> String {
         match self {
             Value::Int(i) => i.to_string(),
             Value::Str(s) => s.clone(),
+            Value::Stack(s) => s.to_string(),
         }
     }
 }
@@ -310,7 +317,9 @@ impl Interp {
         for (name, map) in &self.maps {
             match map {
                 Map::Agg { agg, keys } if !agg.is_empty() => {
-                    aggs.push(agg.to_aggregation(name, "", key_names(*keys), AggOrder::ValueAscending, 0));
+                    let mut a = agg.to_aggregation(name, "", key_names(*keys), AggOrder::ValueAscending, 0);
+                    name_stacks(agg, &mut a);
+                    aggs.push(a);
                 }
                 Map::Kernel { id, kind, keys } => {
                     let entries = id.read(false);
@@ -358,6 +367,35 @@ impl Interp {
         }
         out.push('\n');
         out
+    }
+}
+
+/// The stacks among `agg`'s keys, named in as few host calls as the address cap
+/// allows, put in place of their addresses in the report `a` (where the host renders
+/// them as bpftrace does: one `function+offset` per line).
+fn name_stacks(agg: &Agg<MapKey>, a: &mut Aggregation) {
+    let mut stacks: Vec<Stack> = Vec::new();
+    for (key, _) in agg.iter() {
+        stacks.extend(key.parts().iter().filter_map(|v| match v {
+            Value::Stack(s) => Some(s.clone()),
+            _ => None,
+        }));
+    }
+    if stacks.is_empty() {
+        return;
+    }
+    stacks.sort();
+    stacks.dedup();
+    let named: HashMap<String, Vec<wasmtap_sdk::Frame>> =
+        stacks.iter().map(Stack::to_string).zip(wasmtap_sdk::symbolize(&stacks)).collect();
+    for entry in &mut a.entries {
+        for part in &mut entry.key {
+            if let wasmtap_sdk::Value::Text(t) = part {
+                if let Some(frames) = named.get(t.as_str()) {
+                    *part = wasmtap_sdk::Value::Stack(frames.clone());
+                }
+            }
+        }
     }
 }
 
@@ -419,6 +457,13 @@ fn builtin(b: B, cx: &Ctx<'_, '_>, started: u64) -> Value {
         B::Nsecs => Value::Int(cx.now as i64),
         B::Elapsed => Value::Int(cx.now.saturating_sub(started) as i64),
         B::Probe => Value::Str(cx.probe.to_string()),
+        // The event's stacks, if its probe asked for them (a block that uses them does).
+        B::Kstack => Value::Stack(
+            ev.and_then(|e| e.stack()).map_or_else(|| Stack::new(0, &[], &[]), |s| Stack::new(0, s.kernel(), &[])),
+        ),
+        B::Ustack => Value::Stack(
+            ev.and_then(|e| e.stack()).map_or_else(|| Stack::new(0, &[], &[]), |s| Stack::new(s.pid(), &[], s.user())),
+        ),
         // A tracepoint's `ret` field (the syscalls' exits).
         B::Retval => match ev {
             Some(Event::Tracepoint(tp)) => Value::Int(tp.i64("ret").unwrap_or(0)),

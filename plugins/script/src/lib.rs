@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use wasmtap_sdk::{
     export_plugin, Aggregation, Event, Level, Output, ParamKind, ParamSpec, Params, Plan, Plugin, PluginInfo,
-    Subscription,
+    StackMode, Subscription,
 };
 
 use eval::{Ctx, Interp, Map};
@@ -185,11 +185,15 @@ impl Script {
             if in_kernel[i] {
                 continue;
             }
+            let stacks = stacks_of(&program.blocks[i]);
             for (canonical, sub) in block_probes {
                 let idx = match probe_of.iter().position(|p| *p == canonical) {
-                    Some(idx) => idx,
+                    Some(idx) => {
+                        subs[idx].stacks = subs[idx].stacks | stacks;
+                        idx
+                    }
                     None => {
-                        subs.push(sub);
+                        subs.push(sub.stacks(stacks));
                         probe_of.push(canonical);
                         by_sub.push(Vec::new());
                         probe_of.len() - 1
@@ -280,6 +284,14 @@ fn subscription(probe: &str) -> Result<(String, Subscription), String> {
         ["interval" | "i", ..] => {
             return Err(format!("`{probe}`: an interval is interval:s:N, interval:ms:N or interval:us:N"))
         }
+        ["profile" | "p", "hz", n] if n.parse::<u64>().is_ok_and(|n| n > 0) => format!("profile:hz:{n}"),
+        ["profile" | "p", ..] => return Err(format!("`{probe}`: a profile probe is profile:hz:N")),
+        ["software" | "s", event, period] if period.parse::<u64>().is_ok_and(|n| n > 0) => {
+            format!("software:{event}:{period}")
+        }
+        ["uprobe" | "u", binary, function] => format!("uprobe:{binary}:{function}"),
+        ["uretprobe" | "ur", binary, function] => format!("uretprobe:{binary}:{function}"),
+        ["usdt" | "U", binary, provider, name] => format!("usdt:{binary}:{provider}:{name}"),
         ["kprobe" | "k" | "kretprobe" | "kr" | "kfunc" | "f" | "fentry" | "kretfunc" | "fexit" | "fr", ..] => {
             return Err(format!(
                 "`{probe}`: kprobes and fentry are not available on this kernel (not configured, or refused); \
@@ -292,6 +304,49 @@ fn subscription(probe: &str) -> Result<(String, Subscription), String> {
         _ => return Err(format!("`{probe}`: probes of this kind are not supported in scripts yet")),
     };
     Ok((name.clone(), Subscription::new(&name)))
+}
+
+/// The stacks a block's statements and predicate use (`kstack`, `ustack`): its probes
+/// record them.
+fn stacks_of(block: &Block) -> StackMode {
+    fn expr(e: &parse::Expr, m: &mut StackMode) {
+        use parse::{Expr, B};
+        match e {
+            Expr::Builtin(B::Kstack, _) => *m = *m | StackMode::KERNEL,
+            Expr::Builtin(B::Ustack, _) => *m = *m | StackMode::USER,
+            Expr::Map { keys, .. } => keys.iter().for_each(|k| expr(k, m)),
+            Expr::Unary(_, a) | Expr::Str1(a) => expr(a, m),
+            Expr::Binary(_, a, b, _) => {
+                expr(a, m);
+                expr(b, m);
+            }
+            Expr::Ternary(a, b, c) => [a, b, c].into_iter().for_each(|e| expr(e, m)),
+            _ => {}
+        }
+    }
+    fn stmts(body: &[Stmt], m: &mut StackMode) {
+        for s in body {
+            match s {
+                Stmt::Aggregate { keys, value, .. } => keys.iter().chain(value).for_each(|e| expr(e, m)),
+                Stmt::Store { keys, value, .. } => keys.iter().chain(Some(value)).for_each(|e| expr(e, m)),
+                Stmt::Delete { keys, .. } => keys.iter().for_each(|e| expr(e, m)),
+                Stmt::Let { value, .. } | Stmt::Expr(value) => expr(value, m),
+                Stmt::Printf { args, .. } => args.iter().for_each(|e| expr(e, m)),
+                Stmt::If { cond, then, otherwise } => {
+                    expr(cond, m);
+                    stmts(then, m);
+                    stmts(otherwise, m);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut m = StackMode::empty();
+    if let Some(p) = &block.pred {
+        expr(p, &mut m);
+    }
+    stmts(&block.body, &mut m);
+    m
 }
 
 /// Every map the statements use, with its kind, in order of first use; a map used two

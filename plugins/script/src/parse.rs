@@ -148,6 +148,9 @@ pub enum B {
     Cgroup,
     Probe,
     Retval,
+    /// The kernel stack (`kstack`), the user stack (`ustack`): keys, printed symbolized.
+    Kstack,
+    Ustack,
 }
 
 /// An operator.
@@ -213,13 +216,13 @@ const BUILTINS: &[(&str, B)] = &[
     ("elapsed", B::Elapsed),
     ("cgroup", B::Cgroup),
     ("probe", B::Probe),
+    ("kstack", B::Kstack),
+    ("ustack", B::Ustack),
     ("retval", B::Retval),
 ];
 const FOLDS: &[&str] = &["count", "sum", "avg", "min", "max", "hist", "lhist", "stats"];
 /// Known but not yet interpreted: refused with this reason.
 const LATER: &[(&str, &str)] = &[
-    ("kstack", "kstack is not supported in scripts yet"),
-    ("ustack", "ustack is not supported in scripts yet"),
     ("ksym", "ksym() is not supported in scripts yet"),
     ("usym", "usym() is not supported in scripts yet"),
     ("cpu", "cpu is not recorded with events"),

@@ -154,12 +154,13 @@ fn conv(s: &Spec, v: &Value, out: &mut String) {
     let int = || match v {
         Value::Int(i) => *i,
         Value::Str(t) => t.trim().parse().unwrap_or(0),
+        Value::Stack(_) => v.int(),
     };
     let (sign, body) = match s.conv {
         's' => {
             let text = match v {
                 Value::Str(t) => t.clone(),
-                Value::Int(i) => i.to_string(),
+                other => other.show(),
             };
             let text: String = match s.precision {
                 Some(p) => text.chars().take(p).collect(),

@@ -133,6 +133,8 @@ fn ten_malformed_programs_each_name_the_line_and_column() {
         ("t:a:b { @x = sum(); }", "program:1:14: sum() takes 1 argument, not 0"),
         ("", "program:1:1: no probes"),
         ("t:syscalls:sys_enter_* { @ = count(); }", "wildcards in probes are not supported yet"),
+        ("profile:ms:10 { @ = count(); }", "program:1:1: `profile:ms:10`: a profile probe is profile:hz:N"),
+        ("t:a:b { @x = kstacks; }", "program:1:14: unknown identifier `kstacks`"),
     ];
     for (src, want) in cases {
         let got = refused(src);
@@ -244,4 +246,32 @@ fn stats_print_count_average_and_total_as_bpftrace_does() {
     // Not computed in the kernel.
     let (_, plan) = Script::new("t:a:b { @s = stats(args.x); }", Vec::new()).unwrap();
     assert!(plan.aggregations.is_empty() && plan.subscriptions.len() == 1);
+}
+
+#[test]
+fn stacks_are_recorded_for_the_probes_whose_blocks_use_them_and_never_counted_in_the_kernel() {
+    let (_, plan) = Script::new(
+        "profile:hz:99 { @[kstack] = count(); }
+         t:sched:sched_switch { @s[kstack, comm] = count(); }
+         t:sched:sched_switch /pid == 1/ { @n = count(); }
+         u:/bin/true:main { @u[ustack, pid] = count(); }
+         ur:/bin/true:main, U:/usr/bin/python3:python:function__entry { @r = count(); }
+         t:raw_syscalls:sys_enter { @c[comm] = count(); }",
+        Vec::new(),
+    )
+    .unwrap();
+    let subs: Vec<(&str, StackMode)> = plan.subscriptions.iter().map(|s| (s.probe.as_str(), s.stacks)).collect();
+    assert_eq!(
+        subs,
+        [
+            ("profile:hz:99", StackMode::KERNEL),
+            // One subscription for the two blocks: stacks, for the one that keys on them.
+            ("tracepoint:sched:sched_switch", StackMode::KERNEL),
+            ("uprobe:/bin/true:main", StackMode::USER),
+            ("uretprobe:/bin/true:main", StackMode::empty()),
+            ("usdt:/usr/bin/python3:python:function__entry", StackMode::empty()),
+        ],
+        "the count by comm runs in the kernel; a stack key does not"
+    );
+    assert_eq!(plan.aggregations.len(), 1);
 }
