@@ -238,13 +238,11 @@ fn serve(sock: &mut UnixStream, executor: u32, tenant: &TenantRule, opts: &Colle
     if let Some(v) = &values {
         fds.extend(v.fds().context("cannot hand over the aggregation maps")?);
     }
+    let ready = Ready::Started { values: values.is_some(), kallsyms: kallsyms.is_some() };
     fds.extend(kallsyms);
     let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
     crate::sys::fds::send_with_fds(sock.as_fd(), b"F", &borrowed).context("cannot hand the executor its ring")?;
-    send(
-        sock,
-        &Ready::Started { values: values.is_some(), kallsyms: borrowed.len() > 2 + 5 * values.is_some() as usize },
-    )?;
+    send(sock, &ready)?;
     drop(borrowed);
     drop(fds);
     let guard = match (meter, opts.max_kernel_cpu) {
@@ -384,18 +382,7 @@ fn check(plan: Plan, tenant: &TenantRule) -> Result<LiveConfig, String> {
         kinds
             .insert(Kind::from_u16(*k).ok_or_else(|| format!("the plan names record kind {k}, which does not exist"))?);
     }
-    let allowed: Vec<ProbeClass> = tenant.probes.iter().filter_map(|p| ProbeClass::parse(p)).collect();
-    let allow = |what: String, class: ProbeClass| -> Result<(), String> {
-        match allowed.iter().any(|a| a.covers(&class)) {
-            true => Ok(()),
-            false => Err(format!(
-                "{what} is of class `{class}`, which {} does not allow user {} (allowed: {})",
-                tenant.rule,
-                tenant.user,
-                if tenant.probes.is_empty() { "none".to_string() } else { tenant.probes.join(", ") }
-            )),
-        }
-    };
+    let allow = |what: String, class: ProbeClass| tenant.check_class(&what, &class);
     for k in &kinds {
         match k {
             Kind::SysEnter | Kind::SysExit => allow("a syscall probe".into(), ProbeClass::Syscall)?,
@@ -547,7 +534,6 @@ impl Link {
             link: std::cell::RefCell::new(self),
             notices: std::cell::RefCell::new(Vec::new()),
             stopped: false,
-            collectors: None,
         };
         Ok(Started { source, values, kallsyms })
     }
@@ -565,7 +551,6 @@ pub struct ShmSource {
     link: std::cell::RefCell<Link>,
     notices: std::cell::RefCell<Vec<String>>,
     stopped: bool,
-    collectors: Option<CollectorCost>,
 }
 
 impl ShmSource {
@@ -618,7 +603,6 @@ impl EventSource for ShmSource {
         let mut answer = self.link.borrow_mut().ask(Ask::Finish)?;
         self.keep(&mut answer);
         let ended = answer.ended.unwrap_or_default();
-        self.collectors = ended.collectors.clone();
         Ok(SourceEnd {
             kernel: answer.kernel,
             ring_bytes: ended.ring_bytes,
@@ -677,26 +661,20 @@ mod tests {
         assert!(config.filter.effective_uids);
         assert_eq!(config.agg_filter.uids, Some(vec![4242]));
         // Kernel stacks need the right; a sample needs its class.
-        let mut sampled = plan(&[Kind::Sample as u16]);
-        sampled.table.perf.push(PerfEntry {
-            event: 0,
-            name: "profile:hz:99".into(),
-            freq: Some(99),
-            period: 0,
-            stacks: STACK_KERNEL,
-            preds: Vec::new(),
-        });
-        assert!(check(sampled, &t).unwrap_err().starts_with("probe `profile:hz:99` is of class `profile`"));
-        let mut sampled = plan(&[Kind::Sample as u16]);
-        sampled.table.perf.push(PerfEntry {
-            event: 0,
-            name: "profile:hz:99".into(),
-            freq: Some(99),
-            period: 0,
-            stacks: STACK_KERNEL,
-            preds: Vec::new(),
-        });
-        let err = check(sampled, &tenant(&["profile"], false)).unwrap_err();
+        let sampled = || {
+            let mut p = plan(&[Kind::Sample as u16]);
+            p.table.perf.push(PerfEntry {
+                event: 0,
+                name: "profile:hz:99".into(),
+                freq: Some(99),
+                period: 0,
+                stacks: STACK_KERNEL,
+                preds: Vec::new(),
+            });
+            p
+        };
+        assert!(check(sampled(), &t).unwrap_err().starts_with("probe `profile:hz:99` is of class `profile`"));
+        let err = check(sampled(), &tenant(&["profile"], false)).unwrap_err();
         assert_eq!(err, "a plugin asks for kernel stacks, which policy.toml:1 tenant[0] does not allow user alice");
         // An aggregation action of the wrong size is refused, not cut or padded.
         let mut agg = plan(&[]);

@@ -122,16 +122,20 @@ impl TenantRule {
     /// Refuse a probe whose class the rule does not allow.
     pub fn check_probe(&self, name: &str, spec: &ProbeSpec) -> anyhow::Result<()> {
         let Some(class) = class_of(spec) else { return Ok(()) };
+        self.check_class(&format!("probe `{name}`"), &class).map_err(anyhow::Error::msg)
+    }
+
+    /// Refuse `what` (a probe, as the message names it) if the rule does not allow its class.
+    pub fn check_class(&self, what: &str, class: &ProbeClass) -> Result<(), String> {
         let allowed: Vec<ProbeClass> = self.probes.iter().filter_map(|p| ProbeClass::parse(p)).collect();
-        if allowed.iter().any(|a| a.covers(&class)) {
+        if allowed.iter().any(|a| a.covers(class)) {
             return Ok(());
         }
         let list = if self.probes.is_empty() { "none".to_string() } else { self.probes.join(", ") };
-        anyhow::bail!(
-            "probe `{name}` is of class `{class}`, which {} does not allow user {} (allowed: {list})",
-            self.rule,
-            self.user
-        )
+        Err(format!(
+            "{what} is of class `{class}`, which {} does not allow user {} (allowed: {list})",
+            self.rule, self.user
+        ))
     }
 
     /// `limits` capped by the quotas; kernel symbols only where allowed.
