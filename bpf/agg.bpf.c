@@ -272,6 +272,13 @@ static __always_inline int wt_agg_task_in_scope(const struct wt_agg_ctx *c, cons
 		return 0;
 	if (tid == (__u32)c->pid_tgid)
 		return !c->out_of_scope;
+	/* A task the probe hands over is judged itself: one in scope that has not run
+	 * since the collectors attached (a command let run by -c, a thread asleep since
+	 * before the start) is not yet in SCOPED_TIDS. */
+	if (c->named[0] && s->off == c->named_off[0])
+		return wt_task_in_scope(c->named[0]);
+	if (c->named[1] && s->off == c->named_off[1])
+		return wt_task_in_scope(c->named[1]);
 	key = (__u32)tid;
 	return bpf_map_lookup_elem(&SCOPED_TIDS, &key) != NULL;
 }

@@ -288,6 +288,71 @@ static __always_inline int wt_in_scope(__u32 tgid)
 	return 1;
 }
 
+/* 1 when task `t`'s cgroup (of cgroup v2, as bpf_get_current_cgroup_id reads the
+ * current task's) is in CGROUPS or below one. */
+static __always_inline int wt_task_in_cgroups(const struct task_struct *t)
+{
+	struct cgroup *cg = BPF_CORE_READ(t, cgroups, dfl_cgrp);
+	__u64 ancestors = bpf_core_field_offset(struct cgroup, ancestors);
+	__u64 id;
+	int level, deepest;
+
+	if (!cg)
+		return 0;
+	id = BPF_CORE_READ(cg, kn, id);
+	if (bpf_map_lookup_elem(&CGROUPS, &id))
+		return 1;
+	deepest = BPF_CORE_READ(cg, level);
+	for (level = 1; level <= WT_CGROUP_LEVELS_MAX; level++) {
+		struct cgroup *a = NULL;
+
+		if (level > cfg_cgroup_levels || level > deepest)
+			break;
+		if (bpf_probe_read_kernel(&a, sizeof(a), (const void *)((__u64)cg + ancestors + level * 8)) || !a)
+			break;
+		id = BPF_CORE_READ(a, kn, id);
+		if (id && bpf_map_lookup_elem(&CGROUPS, &id))
+			return 1;
+	}
+	return 0;
+}
+
+/* wt_in_scope of task `t`, which need not be the current one: a task the scheduler's
+ * tracepoints hand over (the one switched in, the one woken), judged by its own tgid,
+ * uid, comm and cgroup as its own events are. */
+static __always_inline int wt_task_in_scope(const struct task_struct *t)
+{
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+
+	if (wt_is_ours(tgid))
+		return 0;
+	if (cfg_filter_targets && !wt_is_target(tgid))
+		return 0;
+	if (cfg_filter_uids) {
+		const struct cred *cred = BPF_CORE_READ(t, cred);
+		__u32 uid = BPF_CORE_READ(cred, uid.val);
+
+		if (cfg_filter_uids == 2 ? uid != cfg_uid : !bpf_map_lookup_elem(&UIDS, &uid))
+			return 0;
+		if (cfg_filter_euid) {
+			__u32 euid = BPF_CORE_READ(cred, euid.val);
+
+			if (euid != uid && (cfg_filter_uids == 2 || !bpf_map_lookup_elem(&UIDS, &euid)))
+				return 0;
+		}
+	}
+	if (cfg_filter_comms) {
+		struct wt_comm_key k = {};
+
+		bpf_probe_read_kernel_str(&k.comm, sizeof(k.comm), t->comm);
+		if (!bpf_map_lookup_elem(&COMMS, &k))
+			return 0;
+	}
+	if (cfg_filter_cgroups && !wt_task_in_cgroups(t))
+		return 0;
+	return 1;
+}
+
 /* wt_in_scope for the current task's events; a rejection is counted in `row`, except
  * of our own processes' events. */
 static __always_inline int wt_pass_task(__u32 row, __u32 tgid)
