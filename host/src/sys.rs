@@ -459,6 +459,7 @@ pub fn spawn_executor(
     program: &std::path::Path,
     args: &[std::ffi::OsString],
     (uid, gid): (u32, u32),
+    cache: &std::ffi::OsStr,
     fd: std::os::fd::OwnedFd,
     target: std::os::fd::RawFd,
 ) -> io::Result<std::process::Child> {
@@ -468,7 +469,7 @@ pub fn spawn_executor(
     let mut cmd = std::process::Command::new(program);
     // std drops the supplementary groups when root switches uid (setgroups(0)), then
     // sets the gid and the uid, which clears every capability; the closure runs after.
-    cmd.args(args).uid(uid).gid(gid);
+    cmd.args(args).uid(uid).gid(gid).env("WASMTAP_CACHE_DIR", cache);
     let from = fd.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec and only makes
     // async-signal-safe system calls (dup2, prctl, getppid) on values copied before the

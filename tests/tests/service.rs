@@ -2,7 +2,7 @@
 //! tracing through it as itself, with the client a user runs. The tests create their
 //! users and remove them. They need root and BPF: in CI they run and must pass.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -99,6 +99,7 @@ impl Daemon {
         let socket = dir.join("wasmtap.sock");
         let mut daemon = wasmtap();
         daemon.args(["daemon", "--policy"]).arg(dir.join("policy.toml")).arg("--socket").arg(&socket);
+        daemon.arg("--tenant-cache").arg(dir.join("tenant-cache"));
         if let Some(text) = trust {
             for key in ["team-a", "team-b"] {
                 let o = run(wasmtap().current_dir(&dir).args(["plugin", "keygen", key]));
@@ -353,6 +354,46 @@ fn a_tenants_command_is_counted_exactly_and_ends_the_session() {
     // The command ran as the user, from the user's side.
     assert!(stderr(&o).contains("50000"), "{}", stderr(&o));
     assert!(d.runs().is_empty(), "a run outlived its session: {:?}", d.runs());
+}
+
+#[test]
+fn a_tenants_plugins_are_compiled_once_into_a_cache_of_its_own() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("tcache", 1);
+    let d = Daemon::start("tcache", &policy(&users, &[0]));
+    let (uid, cache) = (users.0[0].1, d.dir.join("tenant-cache"));
+    let entries = || -> Vec<(PathBuf, std::time::SystemTime)> {
+        let mut v: Vec<_> = std::fs::read_dir(cache.join(uid.to_string()))
+            .map(|r| r.flatten().map(|e| (e.path(), e.metadata().unwrap().modified().unwrap())).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let once = || {
+        let o = run(d.run(&users, 0, &["syscount", "--param", "top=0", "-d", "200ms"]).current_dir(&d.dir));
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("compiled on every run"), "{}", stderr(&o));
+    };
+    once();
+    let first = entries();
+    assert!(
+        !first.is_empty() && first.iter().all(|(p, _)| p.extension().is_some_and(|e| e == "cwasm")),
+        "compiled plugins in the tenant's cache: {first:?}"
+    );
+    // The tenant's own directory, which no one else may write; the base is root's.
+    let meta = std::fs::metadata(cache.join(uid.to_string())).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (uid, 0o700));
+    let base = std::fs::metadata(&cache).unwrap();
+    assert_eq!((base.uid(), base.mode() & 0o022), (0, 0));
+    for (p, _) in &first {
+        assert_eq!(std::fs::metadata(p).unwrap().uid(), uid, "{}", p.display());
+    }
+    // The second run takes them as they are: nothing compiled, nothing rewritten.
+    once();
+    assert_eq!(entries(), first);
 }
 
 #[test]

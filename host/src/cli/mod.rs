@@ -240,6 +240,10 @@ pub struct DaemonArgs {
     /// /etc/wasmtap/trust.toml when it exists).
     #[arg(long, value_name = "FILE")]
     trust: Option<PathBuf>,
+    /// Where each tenant's compiled plugins are kept, one directory per uid owned by
+    /// that user (`off`: tenants' plugins are compiled on every run).
+    #[arg(long, value_name = "DIR", default_value = crate::service::executor::TENANT_CACHE)]
+    tenant_cache: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -361,6 +365,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 policy: args.policy,
                 trust: args.trust,
                 socket: args.socket,
+                tenant_cache: args.tenant_cache,
                 parse_run: service::parse_run,
             };
             crate::service::daemon::serve(opts)?;

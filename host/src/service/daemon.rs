@@ -53,6 +53,8 @@ pub struct Options {
     /// The trust policy (else the default file, if it exists).
     pub trust: Option<PathBuf>,
     pub socket: Option<PathBuf>,
+    /// Where tenants' compiled plugins are kept (`off`: nowhere).
+    pub tenant_cache: PathBuf,
     pub parse_run: ParseRun,
 }
 
@@ -69,6 +71,7 @@ struct State {
     next_id: AtomicU64,
     parse_run: ParseRun,
     exe: PathBuf,
+    tenant_cache: PathBuf,
 }
 
 /// What a session's run last sent for the daemon's `/metrics`.
@@ -133,6 +136,7 @@ pub fn serve(opts: Options) -> anyhow::Result<()> {
         next_id: AtomicU64::new(1),
         parse_run: opts.parse_run,
         exe,
+        tenant_cache: opts.tenant_cache.clone(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -782,6 +786,7 @@ async fn session(
         argv.push(format!("{prefix}{n}"));
     }
     let spawned = command
+        .env(crate::service::executor::TENANT_CACHE_VAR, &state.tenant_cache)
         .args(&argv)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(stdout)

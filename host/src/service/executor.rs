@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -170,7 +171,16 @@ pub fn collect(tenant: &TenantRule, opts: CollectorOptions) -> anyhow::Result<i3
     args.push("--executor-fd".into());
     args.push(number.to_string().into());
     let exe = std::env::current_exe().context("cannot find this program to start the executor")?;
-    let mut child = crate::sys::spawn_executor(&exe, &args, (tenant.uid, tenant.gid), theirs.into(), number)
+    let base = std::env::var_os(TENANT_CACHE_VAR).unwrap_or_else(|| TENANT_CACHE.into());
+    let cache = match tenant_cache(Path::new(&base), tenant.uid, tenant.gid) {
+        Ok(Some(dir)) => dir.into_os_string(),
+        Ok(None) => "off".into(),
+        Err(e) => {
+            eprintln!("wasmtap: warning: plugins are compiled on every run: {e}");
+            "off".into()
+        }
+    };
+    let mut child = crate::sys::spawn_executor(&exe, &args, (tenant.uid, tenant.gid), &cache, theirs.into(), number)
         .context("cannot start the executor")?;
     let served = serve(&mut ours, child.id(), tenant, &opts);
     if let Err(e) = &served {
@@ -191,6 +201,47 @@ pub fn collect(tenant: &TenantRule, opts: CollectorOptions) -> anyhow::Result<i3
         }
         _ => 2,
     })
+}
+
+/// Where tenants' compiled plugins are kept unless the daemon says otherwise
+/// (`--tenant-cache`), and the variable through which it tells each run.
+pub const TENANT_CACHE: &str = "/var/cache/wasmtap/tenants";
+pub const TENANT_CACHE_VAR: &str = "WASMTAP_TENANT_CACHE";
+
+/// Tenant `uid`'s directory of compiled plugins under `base` (`off`: none), made here as
+/// root: `base` root's and writable by root alone (so no one else can put a name in
+/// it), the directory the tenant's own (mode 0700). The executor, running as the
+/// tenant, uses it as any user's run uses its own cache: only a directory that is its
+/// own, only entries whose checksum holds. What a tenant could plant there runs in its
+/// own executor, with nothing a process of its own could not have.
+fn tenant_cache(base: &Path, uid: u32, gid: u32) -> Result<Option<PathBuf>, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if base.as_os_str() == "off" || base.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let name = |p: &Path| p.display().to_string();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(base)
+        .map_err(|e| format!("cannot make {}: {e}", name(base)))?;
+    let meta = std::fs::symlink_metadata(base).map_err(|e| format!("{}: {e}", name(base)))?;
+    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(format!("{} is not a directory of root's that only root may write", name(base)));
+    }
+    let dir = base.join(uid.to_string());
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => std::os::unix::fs::lchown(&dir, Some(uid), Some(gid)).map_err(|e| format!("{}: {e}", name(&dir)))?,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", name(&dir))),
+    }
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("{}: {e}", name(&dir)))?;
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(format!("{} is not a directory of uid {uid}'s", name(&dir)));
+    }
+    // Its mode is its owner's business: the cache itself refuses a directory others
+    // may write.
+    Ok(Some(dir))
 }
 
 /// A descriptor number above every one this process has open (the descriptors the
@@ -680,6 +731,24 @@ mod tests {
         let mut agg = plan(&[]);
         agg.aggs.push(Site { site: 0, attach: SiteAttach::SysEnter, actions: vec![vec![0; 3]], flags: 0 });
         assert_eq!(check(agg, &tenant(&["syscall"], false)).unwrap_err(), "an aggregation action of 3 bytes");
+    }
+
+    #[test]
+    fn a_tenants_cache_is_refused_under_a_base_others_may_write_or_through_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = std::env::temp_dir().join(format!("wasmtap-tcache-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let open = tmp.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = tenant_cache(&open, 1000, 1000).unwrap_err();
+        assert!(e.contains("only root may write"), "{e}");
+        std::os::unix::fs::symlink(&open, tmp.join("link")).unwrap();
+        let e = tenant_cache(&tmp.join("link"), 1000, 1000).unwrap_err();
+        assert!(e.contains("only root may write"), "{e}");
+        assert_eq!(tenant_cache(Path::new("off"), 1000, 1000), Ok(None));
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]
