@@ -3,8 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     wasmtap::sys::tune_allocator();
     let args = match wasmtap::cli::expand_script(std::env::args_os().collect()) {
@@ -14,7 +12,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = match wasmtap::cli::Cli::try_parse_from(args) {
+    let cli = match wasmtap::cli::Cli::try_parse_args(args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };

@@ -92,7 +92,7 @@ impl Daemon {
         // vetted plugins, and the tapsets a plugin run without the daemon links).
         std::fs::copy(wasmtap_bin(), dir.join("wasmtap")).unwrap();
         copy_dir(&target_dir().join("release/plugins"), &dir.join("plugins"));
-        for w in ["getppid_loop", "getppid_paced", "markers"] {
+        for w in ["getppid_loop", "getppid_paced", "markers", "slices"] {
             std::fs::copy(workload(w), dir.join(w)).unwrap();
         }
         std::fs::write(dir.join("policy.toml"), policy).unwrap();
@@ -354,6 +354,43 @@ fn a_tenants_command_is_counted_exactly_and_ends_the_session() {
     // The command ran as the user, from the user's side.
     assert!(stderr(&o).contains("50000"), "{}", stderr(&o));
     assert!(d.runs().is_empty(), "a run outlived its session: {:?}", d.runs());
+}
+
+#[test]
+fn a_tenant_runs_tracepoint_plugins_and_one_liners_through_the_daemon() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let users = Users::make("tp", 1);
+    let rule =
+        one_tenant(&users, 0, &["syscall", "proc", "file", "tracepoint:sched", "tracepoint:syscalls"], "vetted", "");
+    let d = Daemon::start("tp", &rule);
+    // tracefs is root's: the executor has the formats from the collectors' side. A
+    // kernel histogram on sched_switch: the command's 20 slices, at least.
+    let cmd = format!("{} 20 3", d.dir.join("slices").display());
+    let o = run(d.run(&users, 0, &["cpudist", "-o", "json", "-c", &cmd]).current_dir(&d.dir));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lines =
+        json_lines(&stdout(&o).lines().filter(|l| l.starts_with('{')).map(|l| format!("{l}\n")).collect::<String>());
+    let hist = lines.iter().find(|v| v["type"] == "hist").unwrap_or_else(|| panic!("no histogram: {}", stdout(&o)));
+    let slices: u64 = hist["data"]["@nsecs"].as_array().expect("buckets").iter().map(|b| u(&b["count"])).sum();
+    assert!(slices >= 20, "{slices} slices for 20 rounds: {hist}");
+    // A one-liner on a tracepoint, exactly the command's calls.
+    let cmd = format!("{} 1000", d.getppid_loop().display());
+    let mut c = users.command(0, &d.client());
+    c.current_dir(&d.dir)
+        .args(["-e", "tracepoint:syscalls:sys_enter_getppid { @calls = count(); }", "-c", &cmd, "--daemon"])
+        .arg(&d.socket);
+    let o = run(&mut c);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("@calls: 1000\n"), "{}", stdout(&o));
+    // A tracepoint outside the rule is still refused, naming it.
+    let mut c = users.command(0, &d.client());
+    c.current_dir(&d.dir).args(["-e", "tracepoint:signal:signal_generate { @ = count(); }", "--daemon"]).arg(&d.socket);
+    let o = run(&mut c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("signal:signal_generate"), "{}", stderr(&o));
 }
 
 #[test]

@@ -31,6 +31,18 @@ pub enum Outcome {
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The arguments parsed, after [`expand_script`]: what a run through the daemon
+    /// forwards (`-e PROGRAM` as `run script --param script.program=…`).
+    #[arg(skip)]
+    argv: Vec<String>,
+}
+
+impl Cli {
+    /// Parse `args` as they come from [`expand_script`], keeping them for the daemon.
+    pub fn try_parse_args(args: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+        let argv = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        Ok(Cli { argv, ..Cli::try_parse_from(args)? })
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -358,7 +370,7 @@ fn read_script(path: &std::path::Path) -> Result<String, String> {
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
-        Command::Run(args) if service::through_daemon(&args.trace) => service::run(args),
+        Command::Run(args) if service::through_daemon(&args.trace) => service::run(args, &cli.argv),
         Command::Run(args) => run::run(args),
         Command::Daemon(args) => {
             let opts = crate::service::daemon::Options {
@@ -374,7 +386,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Plugin(command) => plugin::run(command),
         Command::Sessions(args) => service::sessions(args),
         Command::Stop(args) => service::stop(args),
-        Command::Record(args) if service::through_daemon(&args.trace) => service::record(args),
+        Command::Record(args) if service::through_daemon(&args.trace) => service::record(args, &cli.argv),
         Command::Record(args) => run::record(args),
         Command::Replay(args) => replay::replay(args),
         Command::List(args) if service::list_through_daemon(&args) => service::list(args),

@@ -164,7 +164,11 @@ fn trace(
     }
     // A recording must hold the events kernel aggregations need, so they run in the host.
     plugins.aggregate_in_host(record_to.is_some());
-    plugins.plan_probes(&ProbeLookup::Live)?;
+    let ask = |category: &str, name: &str| link.as_ref().map_or(Err(String::new()), |l| l.format(category, name));
+    plugins.plan_probes(&match link {
+        Some(_) => ProbeLookup::Asked(&ask),
+        None => ProbeLookup::Live,
+    })?;
     if let Some(t) = &tenant {
         for name in plugins.probe_names() {
             if let Ok(spec) = crate::collect::probes::parse(&name) {

@@ -44,22 +44,23 @@ pub fn list(args: ListArgs) -> anyhow::Result<Outcome> {
 /// `wasmtap run` through the daemon: the arguments as typed, less `--daemon` and `-c`,
 /// whose command this process starts as its user, and `--flamegraph FILE`, which it
 /// creates as its user and sends.
-pub fn run(args: RunArgs) -> anyhow::Result<Outcome> {
+pub fn run(args: RunArgs, argv: &[String]) -> anyhow::Result<Outcome> {
     let mut files = Vec::new();
     if let Some(path) = &args.output.flamegraph {
         files.push((Passed::Flamegraph, crate::private::create("flame graph", path)?));
     }
-    through(&args.plugins, &args.trace, "run", &["--flamegraph"], files)
+    through(argv, &args.plugins, &args.trace, "run", &["--flamegraph"], files)
 }
 
 /// `wasmtap record` through the daemon: as `run`, with `-o FILE` created here, as the user.
-pub fn record(args: RecordArgs) -> anyhow::Result<Outcome> {
+pub fn record(args: RecordArgs, argv: &[String]) -> anyhow::Result<Outcome> {
     let Some(path) = &args.file else { anyhow::bail!("wasmtap record: name the recording to write with -o FILE") };
     let files = vec![(Passed::Recording, crate::private::create("recording", path)?)];
-    through(&args.plugins, &args.trace, "record", &["-o", "--output"], files)
+    through(argv, &args.plugins, &args.trace, "record", &["-o", "--output"], files)
 }
 
 fn through(
+    argv: &[String],
     plugins: &[String],
     trace: &TraceArgs,
     verb: &str,
@@ -70,7 +71,8 @@ fn through(
         anyhow::bail!("--run-as: through the daemon, a command runs as the user who starts it");
     }
     let socket = trace.daemon.clone().unwrap_or_else(default_socket);
-    let typed: Vec<String> = std::env::args().skip_while(|a| a != verb).skip(1).collect();
+    // As typed, or as `-e` and `script` expanded them.
+    let typed: Vec<String> = argv.iter().skip_while(|a| *a != verb).skip(1).cloned().collect();
     let forwarded = without_client_flags(&typed, sent_flags);
     // Files the user names, and packages of a registry, pulled here as the user into the
     // user's own store: the daemon gets the bytes, never a path or a reference to follow.

@@ -247,6 +247,9 @@ pub const NR_SYSCALLS: u32 = 512;
 pub enum ProbeLookup<'a> {
     Live,
     Recorded(&'a ProbeTable),
+    /// The live system, with tracepoint formats from `ask` (a tenant's executor asks the
+    /// collectors' side: tracefs is root's).
+    Asked(&'a dyn Fn(&str, &str) -> Result<Format, String>),
 }
 
 impl ProbeLookup<'_> {
@@ -266,6 +269,7 @@ impl ProbeLookup<'_> {
                 .find(|e| e.format.category == category && e.format.name == name)
                 .map(|e| e.format.clone())
                 .ok_or_else(|| format!("tracepoint `{category}:{name}` is not in the recording")),
+            ProbeLookup::Asked(ask) => ask(category, name),
         }
     }
 
@@ -336,11 +340,9 @@ impl ProbeLookup<'_> {
         let generic = || (0..6).map(|i| format!("arg{i}")).collect();
         match self {
             ProbeLookup::Recorded(t) => t.syscall_args.get(&nr).cloned().unwrap_or_else(generic),
-            ProbeLookup::Live => {
+            ProbeLookup::Live | ProbeLookup::Asked(_) => {
                 let Some(name) = wasmtap_abi::syscall_name(nr as i64) else { return generic() };
-                tracefs::ensure_mounted();
-                let root = std::path::Path::new(tracefs::ROOT);
-                match tracefs::read_format(root, "syscalls", &format!("sys_enter_{name}")) {
+                match self.tracepoint("syscalls", &format!("sys_enter_{name}")) {
                     Ok(f) => f
                         .fields
                         .iter()

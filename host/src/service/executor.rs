@@ -41,6 +41,7 @@ use crate::collect::overload;
 use crate::collect::recording::RecordingError;
 use crate::collect::source::{EventSource, Next, SourceEnd};
 use crate::collect::table::ProbeTable;
+use crate::collect::tracefs::Format;
 use crate::collect::Chunk;
 use crate::sys::shm::{Handles, ShmRing};
 
@@ -96,6 +97,22 @@ impl Plan {
     }
 }
 
+/// What the executor sends before the collectors start: questions it could not answer as
+/// its user, then its plan.
+#[derive(Debug, Serialize, Deserialize)]
+enum Before {
+    /// A tracepoint's format (tracefs is root's): its fields, for a plugin's schema,
+    /// filters and kernel aggregations, and a syscall's argument names.
+    Format {
+        category: String,
+        name: String,
+    },
+    Plan(Plan),
+}
+
+/// The most formats one run may ask for: more than the tracepoints a run may attach.
+const FORMATS_MAX: usize = 4096;
+
 /// The collectors' answer to a plan.
 #[derive(Debug, Serialize, Deserialize)]
 enum Ready {
@@ -129,7 +146,7 @@ struct Ended {
     collectors: Option<CollectorCost>,
 }
 
-fn send<T: Serialize>(s: &mut UnixStream, v: &T) -> io::Result<()> {
+fn send<T: Serialize>(mut s: impl Write, v: &T) -> io::Result<()> {
     let json = serde_json::to_vec(v).map_err(io::Error::other)?;
     let mut frame = (json.len() as u32).to_le_bytes().to_vec();
     frame.extend_from_slice(&json);
@@ -137,7 +154,7 @@ fn send<T: Serialize>(s: &mut UnixStream, v: &T) -> io::Result<()> {
 }
 
 /// The next message, or `None` when the other side closed the socket between messages.
-fn recv<T: for<'de> Deserialize<'de>>(s: &mut UnixStream) -> io::Result<Option<T>> {
+fn recv<T: for<'de> Deserialize<'de>>(mut s: impl Read) -> io::Result<Option<T>> {
     let mut len = [0u8; 4];
     match s.read_exact(&mut len) {
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
@@ -203,6 +220,16 @@ pub fn collect(tenant: &TenantRule, opts: CollectorOptions) -> anyhow::Result<i3
     })
 }
 
+/// Tracepoint `category:name`'s format, read as root. A format describes the kernel,
+/// not anyone's events (`wasmtap list` shows any user the tracepoints); whether the
+/// tenant may attach the tracepoint is the plan's check. The names are the executor's
+/// and may be anything: each must name one directory of tracefs (`read_format`).
+fn format_of(category: &str, name: &str) -> Result<Format, String> {
+    crate::collect::tracefs::ensure_mounted();
+    let root = Path::new(crate::collect::tracefs::ROOT);
+    crate::collect::tracefs::lookup(root, category, name).map_err(|e| e.to_string())
+}
+
 /// Where tenants' compiled plugins are kept unless the daemon says otherwise
 /// (`--tenant-cache`), and the variable through which it tells each run.
 pub const TENANT_CACHE: &str = "/var/cache/wasmtap/tenants";
@@ -253,15 +280,26 @@ fn socket_number() -> i32 {
 }
 
 fn serve(sock: &mut UnixStream, executor: u32, tenant: &TenantRule, opts: &CollectorOptions) -> anyhow::Result<()> {
-    let plan: Plan = match recv(sock) {
-        Ok(Some(plan)) => plan,
-        // It ended before planning: it said why itself.
-        Ok(None) => return Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-            let _ = refuse(sock, format!("the executor's plan is malformed: {e}"));
-            return Ok(());
+    let mut formats = 0;
+    let plan: Plan = loop {
+        match recv(&mut *sock) {
+            Ok(Some(Before::Plan(plan))) => break plan,
+            Ok(Some(Before::Format { category, name })) => {
+                formats += 1;
+                let answer: Result<Format, String> = match formats > FORMATS_MAX {
+                    true => Err(format!("more than {FORMATS_MAX} tracepoint formats asked for")),
+                    false => format_of(&category, &name),
+                };
+                send(&mut *sock, &answer).context("cannot answer the executor")?;
+            }
+            // It ended before planning: it said why itself.
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                let _ = refuse(sock, format!("the executor's plan is malformed: {e}"));
+                return Ok(());
+            }
+            Err(e) => return Err(e).context("cannot read the executor's plan"),
         }
-        Err(e) => return Err(e).context("cannot read the executor's plan"),
     };
     let mut config = match check(plan, tenant) {
         Ok(c) => c,
@@ -293,7 +331,7 @@ fn serve(sock: &mut UnixStream, executor: u32, tenant: &TenantRule, opts: &Colle
     fds.extend(kallsyms);
     let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
     crate::sys::fds::send_with_fds(sock.as_fd(), b"F", &borrowed).context("cannot hand the executor its ring")?;
-    send(sock, &ready)?;
+    send(&mut *sock, &ready)?;
     drop(borrowed);
     drop(fds);
     let guard = match (meter, opts.max_kernel_cpu) {
@@ -553,9 +591,20 @@ impl Link {
         Ok(Link { sock })
     }
 
+    /// Tracepoint `category:name`'s format, from the collectors' side (tracefs is
+    /// root's), in the words `tracefs::lookup` would use.
+    pub fn format(&self, category: &str, name: &str) -> Result<Format, String> {
+        let ask = Before::Format { category: category.into(), name: name.into() };
+        let lost = |e: io::Error| format!("tracepoint `{category}:{name}`: the collectors' process: {e}");
+        send(&self.sock, &ask).map_err(lost)?;
+        recv::<Result<Format, String>>(&self.sock)
+            .map_err(lost)?
+            .ok_or_else(|| lost(io::ErrorKind::UnexpectedEof.into()))?
+    }
+
     /// Send the plan; once the collectors are attached, the source of their events.
     pub fn start(mut self, config: &LiveConfig) -> anyhow::Result<Started> {
-        send(&mut self.sock, &Plan::of(config)).context("cannot send the plan to the collectors")?;
+        send(&mut self.sock, &Before::Plan(Plan::of(config))).context("cannot send the plan to the collectors")?;
         let mut byte = [0u8; 1];
         let (n, mut fds) =
             crate::sys::fds::recv_with_fds(self.sock.as_fd(), &mut byte).context("cannot hear from the collectors")?;
