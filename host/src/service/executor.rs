@@ -107,7 +107,7 @@ enum Before {
         category: String,
         name: String,
     },
-    Plan(Plan),
+    Plan(Box<Plan>),
 }
 
 /// The most formats one run may ask for: more than the tracepoints a run may attach.
@@ -283,7 +283,7 @@ fn serve(sock: &mut UnixStream, executor: u32, tenant: &TenantRule, opts: &Colle
     let mut formats = 0;
     let plan: Plan = loop {
         match recv(&mut *sock) {
-            Ok(Some(Before::Plan(plan))) => break plan,
+            Ok(Some(Before::Plan(plan))) => break *plan,
             Ok(Some(Before::Format { category, name })) => {
                 formats += 1;
                 let answer: Result<Format, String> = match formats > FORMATS_MAX {
@@ -604,7 +604,8 @@ impl Link {
 
     /// Send the plan; once the collectors are attached, the source of their events.
     pub fn start(mut self, config: &LiveConfig) -> anyhow::Result<Started> {
-        send(&mut self.sock, &Before::Plan(Plan::of(config))).context("cannot send the plan to the collectors")?;
+        send(&mut self.sock, &Before::Plan(Box::new(Plan::of(config))))
+            .context("cannot send the plan to the collectors")?;
         let mut byte = [0u8; 1];
         let (n, mut fds) =
             crate::sys::fds::recv_with_fds(self.sock.as_fd(), &mut byte).context("cannot hear from the collectors")?;
