@@ -122,8 +122,6 @@ struct {
  */
 const volatile __u32 cfg_agg_sys_interval = 0; /* the aggregation's id + 1; 0: no such run */
 
-#define WT_PF_EXITING 0x4 /* task_struct.flags: the task is exiting */
-
 struct wt_agg_in_flight {
 	__u64 task; /* the task whose start this is; 0: none */
 	__u64 ts;

@@ -53,6 +53,16 @@ struct {
 	__type(value, __u64);
 } TARGETS_GEN SEC(".maps");
 
+/* The target whose last thread this CPU saw exit last (wt_untrack_exit), removed from
+ * TARGETS there: the other programs of its sched_process_exit, which run after the
+ * tracking program, still see its exit as a target's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} EXITED SEC(".maps");
+
 /* This CPU's last answer of TARGETS: a syscall-heavy task asks about the same tgid
  * event after event, and an array slot costs a few ns where the hash costs tens. Valid
  * while both counts of TARGETS_GEN are those it was taken at. */
@@ -253,6 +263,21 @@ static __always_inline int wt_is_target(__u32 tgid)
 	return is;
 }
 
+#define WT_PF_EXITING 0x00000004
+
+/* Whether the current task is the last thread of target `tgid` exiting, which
+ * wt_untrack_exit has just removed from TARGETS on this CPU (the same task: its pid
+ * cannot be reused while it runs). One load for any task that is not exiting. */
+static __always_inline int wt_exiting_target(__u32 tgid)
+{
+	__u32 zero = 0, *exited;
+
+	if (!(bpf_get_current_task_btf()->flags & WT_PF_EXITING))
+		return 0;
+	exited = bpf_map_lookup_elem(&EXITED, &zero);
+	return exited && *exited == tgid;
+}
+
 /* Process-level filters: 1 when process `tgid`, running as the current task (its uid,
  * comm and cgroup), is in the run's scope. Our own processes never are: the host never
  * traces itself. */
@@ -260,7 +285,7 @@ static __always_inline int wt_in_scope(__u32 tgid)
 {
 	if (wt_is_ours(tgid))
 		return 0;
-	if (cfg_filter_targets && !wt_is_target(tgid))
+	if (cfg_filter_targets && !wt_is_target(tgid) && !wt_exiting_target(tgid))
 		return 0;
 	if (cfg_filter_uids) {
 		/* Read in place from the task's credentials (BTF loads, no helper call). */
@@ -553,8 +578,13 @@ static __always_inline void wt_untrack_exit(struct task_struct *task)
 	if (!cfg_filter_targets || BPF_CORE_READ(task, signal, live.counter) != 0)
 		return;
 	tgid = BPF_CORE_READ(task, tgid);
-	if (!bpf_map_delete_elem(&TARGETS, &tgid))
+	if (!bpf_map_delete_elem(&TARGETS, &tgid)) {
+		__u32 zero = 0, *exited = bpf_map_lookup_elem(&EXITED, &zero);
+
+		if (exited)
+			*exited = tgid;
 		wt_targets_changed();
+	}
 }
 
 /* The programs that keep the target set, for a collector named `prefix`. */

@@ -52,6 +52,20 @@ fn exit_import() {
     testing::EXITS.with(|n| n.set(n.get() + 1));
 }
 
+/// The tracepoints whose names match `pattern` (`tracepoint:sched:sched*`: `*` matches
+/// anything), sorted, as `wasmtap list` names them: the live system's, or in a replay
+/// the recording's. Call it in [`Plugin::start`](crate::Plugin::start) (at most 64
+/// times) and subscribe to each name wanted; elsewhere it answers an error. In a native
+/// build, [`testing::set_tracepoints`] says what there is.
+pub fn expand(pattern: &str) -> Result<Vec<String>, String> {
+    expand_import(pattern)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn expand_import(pattern: &str) -> Result<Vec<String>, String> {
+    crate::bindings::wasmtap::plugin::probes::expand(pattern)
+}
+
 /// `probes.schema`.
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn schema(sub: u32) -> Option<ProbeSchema> {
@@ -65,7 +79,9 @@ pub(crate) fn symbolize(requests: &[StackRequest]) -> Vec<Vec<Frame>> {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-pub(crate) use testing::{log, read_aggregation as read_aggregation_import, schema, symbolize};
+pub(crate) use testing::{
+    expand as expand_import, log, read_aggregation as read_aggregation_import, schema, symbolize,
+};
 
 /// Stand-ins for the host's `schema`, `symbolize`, `read-aggregation` and `log`
 /// imports in native builds, for unit tests of plugins and of the SDK.
@@ -104,6 +120,43 @@ pub mod testing {
         static SYMBOLIZER: RefCell<Option<Symbolizer>> = const { RefCell::new(None) };
         static AGGREGATIONS: RefCell<Option<Aggregations>> = const { RefCell::new(None) };
         static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
+        static TRACEPOINTS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Answer [`expand`](crate::expand) from `names` (`tracepoint:CATEGORY:NAME`) from
+    /// now on, as the host answers from the system's tracepoints.
+    pub fn set_tracepoints(names: &[&str]) {
+        TRACEPOINTS.with(|t| *t.borrow_mut() = names.iter().map(|n| n.to_string()).collect());
+    }
+
+    pub(crate) fn expand(pattern: &str) -> Result<Vec<String>, String> {
+        let Some(rest) = pattern.strip_prefix("tracepoint:") else {
+            return Err(format!("`{pattern}`: only tracepoints are expanded"));
+        };
+        let mut found: Vec<String> = TRACEPOINTS.with(|t| {
+            t.borrow()
+                .iter()
+                .filter(|n| n.strip_prefix("tracepoint:").is_some_and(|n| glob(rest, n)))
+                .cloned()
+                .collect()
+        });
+        found.sort();
+        if found.is_empty() {
+            return Err(format!("no tracepoint matches `{pattern}`"));
+        }
+        Ok(found)
+    }
+
+    /// `*` matches any run of characters, anything else itself.
+    fn glob(pattern: &str, text: &str) -> bool {
+        match pattern.split_once('*') {
+            None => pattern == text,
+            Some((head, tail)) => {
+                text.starts_with(head)
+                    && (0..=text.len() - head.len())
+                        .any(|i| text.is_char_boundary(head.len() + i) && glob(tail, &text[head.len() + i..]))
+            }
+        }
     }
 
     /// Answer `probes.schema(sub)` with `schema` from now on. Like with the real host,

@@ -298,6 +298,24 @@ fn the_tutorials_one_liners_run_unchanged() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(out.contains("@bytes:\n") && out.contains("[4K, 8K)            1000 |"), "{out}");
 
+    // 8. count process-level events: the wildcard is every sched tracepoint, and under
+    // -c the command's own events: a shell that runs /bin/true three times forks three
+    // times, and four programs exec and exit (their exits too: the last thread's exit
+    // is still the target's after the target set lets it go).
+    let o = run(wasmtap().args([
+        "-e",
+        "tracepoint:sched:sched* { @[probe] = count(); } interval:s:5 { exit(); }",
+        "-c",
+        "sh -c '/bin/true; /bin/true; /bin/true; exit 0'",
+    ]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("Attached "), "{}", stderr(&o));
+    for (probe, n) in [("fork", 3), ("exec", 4), ("exit", 4)] {
+        let key = format!("tracepoint:sched:sched_process_{probe}");
+        assert_eq!(map_value(&out, "", &key), Some(n), "{key}: {out}");
+    }
+
     // 9. profile on-CPU kernel stacks: the getppid storm's samples are in the syscall path,
     // each stack a key of named frames as bpftrace prints it.
     let cmd = format!("{} 3000000", workload("getppid_loop").display());

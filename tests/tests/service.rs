@@ -385,6 +385,17 @@ fn a_tenant_runs_tracepoint_plugins_and_one_liners_through_the_daemon() {
     let o = run(&mut c);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("@calls: 1000\n"), "{}", stdout(&o));
+    // A wildcard, expanded by the collectors' side: the command's own exec and exit.
+    let mut c = users.command(0, &d.client());
+    c.current_dir(&d.dir)
+        .args(["-e", "tracepoint:sched:sched_process_e* { @[probe] = count(); }", "-c", &cmd, "--daemon"])
+        .arg(&d.socket);
+    let o = run(&mut c);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for probe in ["exec", "exit"] {
+        let key = format!("tracepoint:sched:sched_process_{probe}");
+        assert_eq!(map_value(&stdout(&o), "", &key), Some(1), "{key}: {}", stdout(&o));
+    }
     // A tracepoint outside the rule is still refused, naming it.
     let mut c = users.command(0, &d.client());
     c.current_dir(&d.dir).args(["-e", "tracepoint:signal:signal_generate { @ = count(); }", "--daemon"]).arg(&d.socket);

@@ -20,6 +20,14 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         Some(f) => Some(Reader::open(f)?),
         None => None,
     };
+    // A plugin that expands a pattern gets the tracepoints the recording holds.
+    if let Some(r) = &reader {
+        let recorded: Vec<String> = r.header.probes.iter().filter(|p| p.starts_with("tracepoint:")).cloned().collect();
+        sandbox.set_lister(Box::new(move |pattern| {
+            let glob = |p: &&String| crate::collect::tracefs::glob(pattern, &p["tracepoint:".len()..]);
+            Ok(recorded.iter().filter(glob).cloned().collect())
+        }));
+    }
     let Some(mut plugins) =
         super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay", false, &|l| l, None)?
     else {

@@ -109,7 +109,10 @@ impl Instance {
 
     /// `start`.
     pub fn start(&mut self, params: &[types::Param]) -> Result<Result<types::Plan, String>, Fault> {
-        self.call("start", |b, s| b.call_start(s, params))
+        self.store.data_mut().host.expand_calls = super::host_api::probes::EXPAND_CALLS;
+        let plan = self.call("start", |b, s| b.call_start(s, params));
+        self.store.data_mut().host.expand_calls = 0;
+        plan
     }
 
     /// `on-batch`.

@@ -86,6 +86,12 @@ impl std::error::Error for ReadError {}
 /// The symbol source every plugin of a sandbox shares.
 pub type SharedSymbols = Arc<Mutex<Option<Box<dyn Symbols>>>>;
 
+/// What answers `probes.expand`: the tracepoints whose names match a pattern (`*`
+/// wildcards), as `tracepoint:CATEGORY:NAME`. None: the live system's tracefs.
+pub type Lister = Box<dyn Fn(&str) -> Result<Vec<String>, String> + Send>;
+pub type SharedLister = Arc<Mutex<Option<Lister>>>;
+pub use host_api::probes::live_tracepoints;
+
 /// How often the engine's epoch advances; deadlines are whole ticks.
 pub const TICK: Duration = Duration::from_millis(5);
 /// Bytes the host copies out of a plugin in one call (arguments of a host call, or the
@@ -161,6 +167,7 @@ pub struct Sandbox {
     linker: Linker<StoreState>,
     ticker_stop: Arc<AtomicBool>,
     symbols: SharedSymbols,
+    lister: SharedLister,
     cache: Cache,
     /// What may run; checked on a plugin's bytes before they are compiled.
     trust: Trust,
@@ -209,6 +216,7 @@ impl Sandbox {
             linker,
             ticker_stop,
             symbols: Arc::default(),
+            lister: Arc::default(),
             cache: Cache::from_env(),
             trust: Trust::anything(),
         })
@@ -217,6 +225,12 @@ impl Sandbox {
     /// Answer plugins' `symbolize` calls with `symbols` from now on.
     pub fn set_symbols(&self, symbols: Box<dyn Symbols>) {
         *self.symbols.lock().unwrap_or_else(|e| e.into_inner()) = Some(symbols);
+    }
+
+    /// Answer plugins' `probes.expand` with `lister` from now on (a recording's
+    /// tracepoints in a replay; the collectors' side's in a tenant's executor).
+    pub fn set_lister(&self, lister: Lister) {
+        *self.lister.lock().unwrap_or_else(|e| e.into_inner()) = Some(lister);
     }
 
     /// Keep compiled plugins in `cache` from now on (the default comes from the environment).
@@ -287,6 +301,7 @@ impl Sandbox {
             pre,
             path: path.into(),
             symbols: self.symbols.clone(),
+            lister: self.lister.clone(),
             digest,
             outcome,
             footprint,
@@ -377,6 +392,7 @@ pub struct LoadedPlugin {
     pre: Pre,
     path: PathBuf,
     symbols: SharedSymbols,
+    lister: SharedLister,
     digest: cache::Digest,
     outcome: Outcome,
     /// What one instantiation creates, checked against the limits before each.
@@ -455,6 +471,7 @@ impl LoadedPlugin {
             Pre::Previous(pre) => pre.engine(),
         };
         let mut store = new_store(engine, clock, limits, self.symbols.clone());
+        store.data_mut().host.lister = self.lister.clone();
         let deadline_ticks = limits.deadline_ticks();
         let started = Instant::now();
         let bindings = match &self.pre {

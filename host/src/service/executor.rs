@@ -107,6 +107,10 @@ enum Before {
         category: String,
         name: String,
     },
+    /// The tracepoints matching a pattern (`probes.expand`).
+    List {
+        pattern: String,
+    },
     Plan(Box<Plan>),
 }
 
@@ -289,6 +293,14 @@ fn serve(sock: &mut UnixStream, executor: u32, tenant: &TenantRule, opts: &Colle
                 let answer: Result<Format, String> = match formats > FORMATS_MAX {
                     true => Err(format!("more than {FORMATS_MAX} tracepoint formats asked for")),
                     false => format_of(&category, &name),
+                };
+                send(&mut *sock, &answer).context("cannot answer the executor")?;
+            }
+            Ok(Some(Before::List { pattern })) => {
+                formats += 1;
+                let answer: Result<Vec<String>, String> = match formats > FORMATS_MAX {
+                    true => Err(format!("more than {FORMATS_MAX} questions about tracepoints")),
+                    false => crate::sandbox::live_tracepoints(&pattern),
                 };
                 send(&mut *sock, &answer).context("cannot answer the executor")?;
             }
@@ -600,6 +612,19 @@ impl Link {
         recv::<Result<Format, String>>(&self.sock)
             .map_err(lost)?
             .ok_or_else(|| lost(io::ErrorKind::UnexpectedEof.into()))?
+    }
+
+    /// The live system's tracepoints matching `pattern`, from the collectors' side; a
+    /// lister for `probes.expand` that holds its own handle of the socket.
+    pub fn lister(&self) -> anyhow::Result<crate::sandbox::Lister> {
+        let sock = self.sock.try_clone().context("the executor's socket")?;
+        Ok(Box::new(move |pattern: &str| {
+            let lost = |e: io::Error| format!("`{pattern}`: the collectors' process: {e}");
+            send(&sock, &Before::List { pattern: pattern.into() }).map_err(lost)?;
+            recv::<Result<Vec<String>, String>>(&sock)
+                .map_err(lost)?
+                .ok_or_else(|| lost(io::ErrorKind::UnexpectedEof.into()))?
+        }))
     }
 
     /// Send the plan; once the collectors are attached, the source of their events.

@@ -138,14 +138,19 @@ impl Script {
         // Every probe checked first, so that an error names the first bad one.
         let mut probes: Vec<Vec<(String, Subscription)>> = Vec::new();
         for block in &program.blocks {
-            let subs = block.probes.iter().map(|(p, at)| subscription(p).map_err(|msg| SyntaxError { at: *at, msg }));
-            probes.push(subs.collect::<Result<_, _>>()?);
+            let mut subs = Vec::new();
+            for (p, at) in &block.probes {
+                subs.extend(subscriptions(p).map_err(|msg| SyntaxError { at: *at, msg })?);
+            }
+            probes.push(subs);
         }
         // What runs in the kernel.
         let uses = push::uses(&program.blocks);
         let mut pushed: Vec<push::Pushed> = Vec::new();
         let mut in_kernel = vec![false; program.blocks.len()];
-        let first: Vec<String> = probes.iter().map(|p| p[0].0.clone()).collect();
+        // A block pushed into the kernel has one probe; a wildcard's block streams.
+        let first: Vec<String> =
+            probes.iter().map(|p| if p.len() == 1 { p[0].0.clone() } else { format!("{} probes", p.len()) }).collect();
         for (a, b, maps) in push::latencies(&program.blocks, &first, &uses, &args) {
             if in_kernel[a] || in_kernel[b] || !push::fits(pushed.len(), maps.len()) {
                 continue;
@@ -163,7 +168,7 @@ impl Script {
             if in_kernel[i] {
                 continue;
             }
-            let probe = &probes[i][0].0;
+            let probe = &first[i];
             let said = match push::block(block, probe, &uses, &args) {
                 Ok(p) if push::fits(pushed.len(), p.len()) => {
                     let maps: Vec<String> = p.iter().map(|p| format!("@{}", p.map)).collect();
@@ -268,11 +273,23 @@ fn note(faults: &mut HashSet<String>, msg: String) {
     }
 }
 
+/// The subscriptions a probe as bpftrace writes it stands for, with their canonical
+/// names: one, or for a tracepoint with `*` each tracepoint it matches, in order.
+fn subscriptions(probe: &str) -> Result<Vec<(String, Subscription)>, String> {
+    if !probe.contains(['*', '?']) {
+        return subscription(probe).map(|s| vec![s]);
+    }
+    match probe.split(':').collect::<Vec<_>>().as_slice() {
+        ["tracepoint" | "t", cat, name] if !probe.contains('?') => {
+            let names = wasmtap_sdk::expand(&format!("tracepoint:{cat}:{name}"))?;
+            Ok(names.into_iter().map(|n| (n.clone(), Subscription::new(&n))).collect())
+        }
+        _ => Err(format!("`{probe}`: wildcards (`*`) are supported in tracepoint probes only")),
+    }
+}
+
 /// The subscription a probe as bpftrace writes it stands for, and its canonical name.
 fn subscription(probe: &str) -> Result<(String, Subscription), String> {
-    if probe.contains('*') || probe.contains('?') {
-        return Err(format!("`{probe}`: wildcards in probes are not supported yet"));
-    }
     let parts: Vec<&str> = probe.split(':').collect();
     let name = match parts.as_slice() {
         ["BEGIN"] => return Ok(("BEGIN".into(), Subscription::new("begin"))),

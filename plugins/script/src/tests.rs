@@ -132,7 +132,7 @@ fn ten_malformed_programs_each_name_the_line_and_column() {
         ("t:a:b { $ = 1; }", "program:1:9: a variable needs a name after `$`"),
         ("t:a:b { @x = sum(); }", "program:1:14: sum() takes 1 argument, not 0"),
         ("", "program:1:1: no probes"),
-        ("t:syscalls:sys_enter_* { @ = count(); }", "wildcards in probes are not supported yet"),
+        ("u:/bin/sh:read* { @ = count(); }", "wildcards (`*`) are supported in tracepoint probes only"),
         ("profile:ms:10 { @ = count(); }", "program:1:1: `profile:ms:10`: a profile probe is profile:hz:N"),
         ("t:a:b { @x = kstacks; }", "program:1:14: unknown identifier `kstacks`"),
     ];
@@ -274,4 +274,38 @@ fn stacks_are_recorded_for_the_probes_whose_blocks_use_them_and_never_counted_in
         "the count by comm runs in the kernel; a stack key does not"
     );
     assert_eq!(plan.aggregations.len(), 1);
+}
+
+#[test]
+fn a_tracepoint_wildcard_subscribes_to_each_match_and_streams_its_block() {
+    wasmtap_sdk::testing::set_tracepoints(&[
+        "tracepoint:sched:sched_process_exec",
+        "tracepoint:sched:sched_process_exit",
+        "tracepoint:sched:sched_process_fork",
+        "tracepoint:sched:sched_switch",
+        "tracepoint:signal:signal_generate",
+    ]);
+    let (s, plan) = Script::new(
+        "tracepoint:sched:sched_process_* { @[probe] = count(); } t:sched:sched_switch { @s = count(); }",
+        Vec::new(),
+    )
+    .unwrap();
+    let probes: Vec<&str> = plan.subscriptions.iter().map(|s| s.probe.as_str()).collect();
+    assert_eq!(
+        probes,
+        [
+            "tracepoint:sched:sched_process_exec",
+            "tracepoint:sched:sched_process_exit",
+            "tracepoint:sched:sched_process_fork"
+        ]
+    );
+    assert_eq!(s.by_sub, vec![vec![0], vec![0], vec![0]]);
+    // The single probe's count still runs in the kernel; the wildcard's block streams.
+    assert_eq!(plan.aggregations.len(), 1);
+    assert_eq!(plan.aggregations[0].probe, "tracepoint:sched:sched_switch");
+    let e = refused("t:nosuch:* { @ = count(); }");
+    assert!(e.contains("no tracepoint matches `tracepoint:nosuch:*`"), "{e}");
+    // `*` across the parts too, as bpftrace matches it.
+    let (_, plan) = Script::new("t:s*:sched_process_e* { @ = count(); }", Vec::new()).unwrap();
+    assert_eq!(plan.subscriptions.len(), 2);
 }

@@ -9,7 +9,7 @@
 mod kernel_aggregations;
 mod output;
 mod previous;
-mod probes;
+pub(crate) mod probes;
 mod services;
 
 use super::symbolize::{self as sym, SharedScope};
@@ -136,6 +136,10 @@ pub(super) struct HostState {
     /// `kernel-aggregations.read-aggregation` answers; none if the plan declared no kernel aggregations.
     pub aggregates: Option<Box<dyn super::Aggregates>>,
     pub symbolize: Symbolize,
+    /// What answers `probes.expand`, and how many more calls it may take: some only
+    /// while `start` runs.
+    pub lister: super::SharedLister,
+    pub expand_calls: u32,
 }
 
 /// What `services.symbolize` answers from, may reach, and has cost in the current call.
@@ -159,7 +163,15 @@ impl HostState {
             deadline: std::time::Instant::now(),
             cpu_ns: 0,
         };
-        HostState { clock, out, schemas: Vec::new(), aggregates: None, symbolize }
+        HostState {
+            clock,
+            out,
+            schemas: Vec::new(),
+            aggregates: None,
+            symbolize,
+            lister: super::SharedLister::default(),
+            expand_calls: 0,
+        }
     }
 
     /// The first line of the last error the plugin logged in the current call: why a

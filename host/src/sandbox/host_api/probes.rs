@@ -3,8 +3,64 @@
 use super::*;
 use crate::wit::probes;
 
+/// `probes.expand` calls a plugin's `start` may make.
+pub const EXPAND_CALLS: u32 = 64;
+/// Names one `probes.expand` answers at most: a run attaches at most 1,024 tracepoints.
+pub const EXPAND_NAMES: usize = 1024;
+/// Bytes of a pattern.
+const PATTERN_BYTES: usize = 256;
+
 impl probes::Host for StoreState {
     fn schema(&mut self, sub: u32) -> wasmtime::Result<Option<types::ProbeSchema>> {
         Ok(self.host.schemas.get(sub as usize).cloned().flatten())
     }
+
+    fn expand(&mut self, pattern: String) -> wasmtime::Result<Result<Vec<String>, String>> {
+        if self.host.expand_calls == 0 {
+            return Ok(Err(format!(
+                "`{}`: probes are expanded in `start` only, at most {EXPAND_CALLS} times",
+                pattern.chars().take(64).collect::<String>()
+            )));
+        }
+        self.host.expand_calls -= 1;
+        Ok(expand(&self.host.lister, &pattern))
+    }
+}
+
+/// The tracepoints matching `pattern`, from `lister` or the live system, bounded.
+pub(crate) fn expand(lister: &super::super::SharedLister, pattern: &str) -> Result<Vec<String>, String> {
+    if pattern.len() > PATTERN_BYTES {
+        return Err(format!("a pattern of {} bytes (at most {PATTERN_BYTES})", pattern.len()));
+    }
+    let Some(rest) = pattern.strip_prefix("tracepoint:").or_else(|| pattern.strip_prefix("t:")) else {
+        return Err(format!("`{pattern}`: only tracepoints are expanded (`tracepoint:CATEGORY:NAME`, with `*`)"));
+    };
+    if rest.is_empty() || rest.contains(['/', '\0']) {
+        return Err(format!("`{pattern}` is not a tracepoint pattern"));
+    }
+    let guard = lister.lock().unwrap_or_else(|e| e.into_inner());
+    let mut names = match guard.as_ref() {
+        Some(list) => list(rest)?,
+        None => live_tracepoints(rest)?,
+    };
+    drop(guard);
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        return Err(format!("no tracepoint matches `{pattern}`"));
+    }
+    if names.len() > EXPAND_NAMES {
+        return Err(format!("`{pattern}` matches {} tracepoints (at most {EXPAND_NAMES} a run)", names.len()));
+    }
+    Ok(names)
+}
+
+/// `tracepoint:CATEGORY:NAME` of the live system's tracepoints matching `pattern`
+/// (`CATEGORY:NAME` with `*`).
+pub fn live_tracepoints(pattern: &str) -> Result<Vec<String>, String> {
+    use crate::collect::tracefs;
+    tracefs::ensure_mounted();
+    let root = std::path::Path::new(tracefs::ROOT);
+    let events = tracefs::events(root, pattern).map_err(|e| e.to_string())?;
+    Ok(events.into_iter().map(|(c, n)| format!("tracepoint:{c}:{n}")).collect())
 }
