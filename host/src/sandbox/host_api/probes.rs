@@ -64,3 +64,35 @@ pub fn live_tracepoints(pattern: &str) -> Result<Vec<String>, String> {
     let events = tracefs::events(root, pattern).map_err(|e| e.to_string())?;
     Ok(events.into_iter().map(|(c, n)| format!("tracepoint:{c}:{n}")).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lister(names: Vec<String>) -> crate::sandbox::SharedLister {
+        let shared = crate::sandbox::SharedLister::default();
+        *shared.lock().unwrap() = Some(Box::new(move |p: &str| {
+            Ok(names.iter().filter(|n| crate::collect::tracefs::glob(p, &n["tracepoint:".len()..])).cloned().collect())
+        }));
+        shared
+    }
+
+    #[test]
+    fn a_pattern_expands_sorted_and_bounded_and_a_bad_one_says_why() {
+        let some = lister(vec!["tracepoint:sched:sched_switch".into(), "tracepoint:sched:sched_exec".into()]);
+        assert_eq!(
+            expand(&some, "tracepoint:sched:*"),
+            Ok(vec!["tracepoint:sched:sched_exec".to_string(), "tracepoint:sched:sched_switch".to_string()])
+        );
+        assert_eq!(expand(&some, "t:sched:sched_s*").map(|v| v.len()), Ok(1));
+        assert_eq!(expand(&some, "tracepoint:irq:*"), Err("no tracepoint matches `tracepoint:irq:*`".into()));
+        assert!(expand(&some, "uprobe:/bin/sh:*").unwrap_err().contains("only tracepoints are expanded"));
+        assert!(expand(&some, "tracepoint:../x:*").unwrap_err().contains("is not a tracepoint pattern"));
+        assert!(expand(&some, &format!("tracepoint:{}", "a".repeat(300))).unwrap_err().contains("at most 256"));
+        let many = lister((0..1500).map(|i| format!("tracepoint:c:e{i:04}")).collect());
+        assert_eq!(
+            expand(&many, "tracepoint:c:*"),
+            Err("`tracepoint:c:*` matches 1500 tracepoints (at most 1024 a run)".into())
+        );
+    }
+}
