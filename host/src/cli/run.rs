@@ -136,9 +136,10 @@ fn trace(
         None => l,
     };
     let mut sandbox = Sandbox::new()?;
-    if let Some(l) = &link {
-        sandbox.set_lister(l.lister()?);
-    }
+    sandbox.set_lister(match &link {
+        Some(l) => l.lister()?,
+        None => Box::new(crate::collect::tracefs::tracepoint_names),
+    });
     sandbox.set_trust(match &tenant {
         Some(t) => t.trust.clone(),
         None => Trust::for_run(common.trust.as_deref())?,

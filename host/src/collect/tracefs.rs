@@ -298,6 +298,14 @@ pub fn events(root: &Path, pattern: &str) -> Result<Vec<(String, String)>, Forma
     Ok(found)
 }
 
+/// `tracepoint:CATEGORY:NAME` of the live system's tracepoints whose `CATEGORY:NAME`
+/// matches `pattern` (`*` wildcards): what a plugin's `probes.expand` answers in a run.
+pub fn tracepoint_names(pattern: &str) -> Result<Vec<String>, String> {
+    ensure_mounted();
+    let events = events(Path::new(ROOT), pattern).map_err(|e| e.to_string())?;
+    Ok(events.into_iter().map(|(c, n)| format!("tracepoint:{c}:{n}")).collect())
+}
+
 fn subdirs(dir: &Path) -> Result<Vec<String>, FormatError> {
     let failed = |source| FormatError::Read { path: dir.to_path_buf(), source };
     let mut names = Vec::new();

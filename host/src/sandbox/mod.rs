@@ -87,10 +87,10 @@ impl std::error::Error for ReadError {}
 pub type SharedSymbols = Arc<Mutex<Option<Box<dyn Symbols>>>>;
 
 /// What answers `probes.expand`: the tracepoints whose names match a pattern (`*`
-/// wildcards), as `tracepoint:CATEGORY:NAME`. None: the live system's tracefs.
+/// wildcards), as `tracepoint:CATEGORY:NAME`. None: nothing to expand to (a run sets
+/// the live system's, a replay the recording's).
 pub type Lister = Box<dyn Fn(&str) -> Result<Vec<String>, String> + Send>;
 pub type SharedLister = Arc<Mutex<Option<Lister>>>;
-pub use host_api::probes::live_tracepoints;
 
 /// How often the engine's epoch advances; deadlines are whole ticks.
 pub const TICK: Duration = Duration::from_millis(5);

@@ -300,7 +300,7 @@ fn serve(sock: &mut UnixStream, executor: u32, tenant: &TenantRule, opts: &Colle
                 formats += 1;
                 let answer: Result<Vec<String>, String> = match formats > FORMATS_MAX {
                     true => Err(format!("more than {FORMATS_MAX} questions about tracepoints")),
-                    false => crate::sandbox::live_tracepoints(&pattern),
+                    false => crate::collect::tracefs::tracepoint_names(&pattern),
                 };
                 send(&mut *sock, &answer).context("cannot answer the executor")?;
             }
