@@ -168,9 +168,12 @@ fn trace(
     }
     // A recording must hold the events kernel aggregations need, so they run in the host.
     plugins.aggregate_in_host(record_to.is_some());
-    let ask = |category: &str, name: &str| link.as_ref().map_or(Err(String::new()), |l| l.format(category, name));
-    plugins.plan_probes(&match link {
-        Some(_) => ProbeLookup::Asked(&ask),
+    let ask;
+    plugins.plan_probes(&match &link {
+        Some(l) => {
+            ask = |category: &str, name: &str| l.format(category, name);
+            ProbeLookup::Asked(&ask)
+        }
         None => ProbeLookup::Live,
     })?;
     if let Some(t) = &tenant {

@@ -342,7 +342,17 @@ impl ProbeLookup<'_> {
             ProbeLookup::Recorded(t) => t.syscall_args.get(&nr).cloned().unwrap_or_else(generic),
             ProbeLookup::Live | ProbeLookup::Asked(_) => {
                 let Some(name) = wasmtap_abi::syscall_name(nr as i64) else { return generic() };
-                match self.tracepoint("syscalls", &format!("sys_enter_{name}")) {
+                let tracepoint = format!("sys_enter_{name}");
+                // Read directly, live: a syscall without a tracepoint needs no nearest names.
+                let format = match self {
+                    ProbeLookup::Asked(ask) => ask("syscalls", &tracepoint),
+                    _ => {
+                        tracefs::ensure_mounted();
+                        let root = std::path::Path::new(tracefs::ROOT);
+                        tracefs::read_format(root, "syscalls", &tracepoint).map_err(|e| e.to_string())
+                    }
+                };
+                match format {
                     Ok(f) => f
                         .fields
                         .iter()
