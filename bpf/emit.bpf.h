@@ -33,14 +33,60 @@ static __always_inline __u8 *wt_scratch(void)
 	return s ? s->buf : NULL;
 }
 
-/* Append the stack trailer at `off` (a multiple of 8, at most 4096); returns the new size. */
+/* Where a record's own bytes and strings may end at the most: a tracepoint's entry
+ * (64 + 4032 bytes), its strings block and WT_STR_MAX strings. */
+#define WT_BODY_MAX (4096 + 24 + WT_STR_MAX * WT_STR_BYTES)
+
+_Static_assert(WT_BODY_MAX + 2 * WT_STACK_BYTES + 8 <= WT_SCRATCH_BYTES, "scratch: body, strings, stacks");
+
+/* Append the strings block at `off` (a multiple of 8, at most 4096): the `n` strings
+ * that user pointers `ptrs` point to, `srcs` naming their sources (struct
+ * wt_strings). Returns the new size. */
+static __always_inline __u32 wt_add_strings(__u8 *buf, __u32 off, const __u64 *ptrs, const __u16 *srcs, __u32 n)
+{
+	struct wt_strings *s;
+	int i;
+
+	off &= 0x1ff8;
+	if (off > 4096)
+		return off;
+	s = (struct wt_strings *)(buf + off);
+	__builtin_memset(s, 0, sizeof(*s));
+	off += sizeof(*s);
+	for (i = 0; i < WT_STR_MAX; i++) {
+		long r;
+
+		if (i >= n)
+			break;
+		/* keep the verifier's bound on off: the compiler would drop a plain check */
+		asm volatile("%0 &= 0x1fff" : "+r"(off));
+		if (off > WT_BODY_MAX - WT_STR_BYTES)
+			break;
+		s->src[i] = srcs[i];
+		r = bpf_probe_read_user_str(buf + off, WT_STR_BYTES, (const void *)ptrs[i]);
+		if (r > 0 && r <= WT_STR_BYTES) {
+			s->len[i] = r - 1;
+			off += (r + 7) & ~7;
+		} else {
+			s->len[i] = WT_STR_UNREADABLE;
+		}
+		s->n = i + 1;
+	}
+	((struct wt_header *)buf)->flags |= WT_HAS_STRINGS;
+	/* the verifier's bound on the size, for the copy into the ring */
+	asm volatile("%0 &= 0x1ff8" : "+r"(off));
+	return off;
+}
+
+/* Append the stack trailer at `off` (a multiple of 8, at most WT_BODY_MAX); returns
+ * the new size. */
 static __always_inline __u32 wt_add_stacks(void *ctx, __u8 *buf, __u32 off, __u32 mode)
 {
 	struct wt_stack_counts counts = {};
 	long n;
 
 	off &= 0x1ff8;
-	if (off > 4096)
+	if (off > WT_BODY_MAX)
 		return off;
 	if (mode & WT_STACK_KERNEL) {
 		n = bpf_get_stack(ctx, buf + off, WT_STACK_BYTES, 0);
@@ -49,7 +95,7 @@ static __always_inline __u32 wt_add_stacks(void *ctx, __u8 *buf, __u32 off, __u3
 			off += counts.kernel * 8;
 		}
 	}
-	if (off > 4096 + WT_STACK_BYTES)
+	if (off > WT_BODY_MAX + WT_STACK_BYTES)
 		return off;
 	if (mode & WT_STACK_USER) {
 		n = bpf_get_stack(ctx, buf + off, WT_STACK_BYTES, BPF_F_USER_STACK);
@@ -58,7 +104,7 @@ static __always_inline __u32 wt_add_stacks(void *ctx, __u8 *buf, __u32 off, __u3
 			off += counts.user * 8;
 		}
 	}
-	if (off > 4096 + 2 * WT_STACK_BYTES)
+	if (off > WT_BODY_MAX + 2 * WT_STACK_BYTES)
 		return off;
 	__builtin_memcpy(buf + off, &counts, sizeof(counts));
 	((struct wt_header *)buf)->flags |= WT_HAS_STACK;

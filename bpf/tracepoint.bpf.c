@@ -26,6 +26,9 @@ struct wt_tp_config {
 	__u16 dyn_off[WT_TP_DYN_MAX]; /* offsets of their u32 locators */
 	__u32 slot;                   /* the host's index of the tracepoint: its counter row */
 	struct wt_preds preds;        /* offsets into the entry */
+	__u8 n_str;                   /* pointer fields whose strings the record carries */
+	__u8 pad;
+	__u16 str_off[WT_STR_MAX];    /* their offsets in the entry */
 };
 
 struct {
@@ -63,13 +66,38 @@ static __always_inline __u32 wt_entry_len(void *ctx, const struct wt_tp_config *
 	return len;
 }
 
-/* Finish a tracepoint record of `len` data bytes in the scratch buffer: stacks, then out. */
+/* The strings the entry's pointer fields point to, after the entry (which ends at `off`). */
+static __always_inline __u32 wt_tp_strings(__u8 *buf, __u32 off, const struct wt_tp_config *cfg, __u32 len)
+{
+	__u64 ptrs[WT_STR_MAX] = {};
+	__u16 srcs[WT_STR_MAX] = {};
+	__u32 n = cfg->n_str > WT_STR_MAX ? WT_STR_MAX : cfg->n_str;
+	int i;
+
+	for (i = 0; i < WT_STR_MAX; i++) {
+		__u32 at;
+
+		if (i >= n)
+			break;
+		at = cfg->str_off[i];
+		srcs[i] = at;
+		/* A field past what the entry kept reads as no pointer: unreadable. */
+		if (at + 8 <= len)
+			bpf_probe_read_kernel(&ptrs[i], 8, buf + sizeof(struct wt_tracepoint) + (at & 0xfff));
+	}
+	return wt_add_strings(buf, off, ptrs, srcs, n);
+}
+
+/* Finish a tracepoint record of `len` data bytes in the scratch buffer: strings,
+ * stacks, then out. */
 static __always_inline void wt_tp_emit(void *ctx, __u8 *buf, const struct wt_tp_config *cfg, __u32 len)
 {
 	__u32 size;
 
 	((struct wt_tracepoint *)buf)->data_len = len;
 	size = (sizeof(struct wt_tracepoint) + len + 7) & ~7U;
+	if (cfg->n_str)
+		size = wt_tp_strings(buf, size, cfg, len);
 	wt_finish(ctx, wt_tp_row(cfg), buf, size, cfg->stacks);
 }
 

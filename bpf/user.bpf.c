@@ -39,7 +39,8 @@ struct wt_user_config {
 	__u8 mode;
 	__u8 nargs;
 	__u8 stacks;
-	__u8 pad[5];
+	__u8 n_str;                /* arguments whose strings the record carries */
+	__u8 str_arg[WT_STR_MAX];  /* their indices in args */
 	struct wt_usdt_arg args[WT_USER_ARGS];
 	struct wt_preds preds; /* offsets into the record */
 };
@@ -91,6 +92,7 @@ static __always_inline int wt_user(struct pt_regs *ctx)
 	struct wt_user_config *cfg = bpf_map_lookup_elem(&USER_CONFIG, &slot);
 	__u32 row = wt_row(WT_USER, WT_ROW_USER, WT_USER_SLOTS, slot);
 	struct wt_user *e;
+	__u32 size;
 	__u8 *buf;
 
 	if (!cfg || !wt_pass_task(row, tgid))
@@ -131,7 +133,25 @@ static __always_inline int wt_user(struct pt_regs *ctx)
 	}
 	if (!wt_preds_pass(row, &cfg->preds, buf))
 		return 0;
-	wt_finish(ctx, row, buf, sizeof(*e), cfg->stacks);
+	size = sizeof(*e);
+	if (cfg->n_str) {
+		__u64 ptrs[WT_STR_MAX] = {};
+		__u16 srcs[WT_STR_MAX] = {};
+		__u32 n = cfg->n_str > WT_STR_MAX ? WT_STR_MAX : cfg->n_str;
+
+		for (i = 0; i < WT_STR_MAX; i++) {
+			__u32 a;
+
+			if (i >= n)
+				break;
+			a = cfg->str_arg[i];
+			srcs[i] = a;
+			if (a < WT_USER_ARGS)
+				ptrs[i] = e->args[a];
+		}
+		size = wt_add_strings(buf, size, ptrs, srcs, n);
+	}
+	wt_finish(ctx, row, buf, size, cfg->stacks);
 	return 0;
 }
 

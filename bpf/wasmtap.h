@@ -182,6 +182,27 @@ struct wt_stack_counts {
 	__u32 reserved;
 };
 
+/*
+ * Strings in the traced process's memory, read in the kernel as the probe fires
+ * (bpftrace's str()): a record of kind tracepoint or user whose h.flags has
+ * WT_HAS_STRINGS carries, right after the kind's own bytes (a tracepoint's entry padded
+ * to 8; a user record's 168 bytes) and before any stack trailer, a struct wt_strings,
+ * then its strings in order, each NUL-terminated and padded to 8 (an unreadable one
+ * takes no bytes).
+ */
+#define WT_HAS_STRINGS 0x4000
+#define WT_STR_MAX 4          /* strings per record */
+#define WT_STR_BYTES 256      /* bytes of a string kept, its NUL included */
+#define WT_STR_UNREADABLE 0xffff
+
+struct wt_strings {
+	__u16 n;                  /* strings that follow, at most WT_STR_MAX */
+	__u16 reserved;
+	__u16 src[WT_STR_MAX];    /* each one's source: a tracepoint field's offset in the entry, a user probe's index in args */
+	__u16 len[WT_STR_MAX];    /* each one's bytes before its NUL; WT_STR_UNREADABLE if it could not be read */
+	__u32 reserved2;
+}; /* 24 bytes */
+
 /* Per-subscription comparisons evaluated in the kernel, ANDed (docs/architecture.md). */
 enum wt_op {
 	WT_OP_EQ = 1,

@@ -498,7 +498,7 @@ impl<'a> Open<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct UserProbe<'a>(Record<'a>);
 
-impl UserProbe<'_> {
+impl<'a> UserProbe<'a> {
     /// The host's index of the attached probe; [`Event::sub`] is what tells the plan's
     /// subscriptions apart.
     pub fn probe(&self) -> u32 {
@@ -538,6 +538,14 @@ impl UserProbe<'_> {
     /// A return probe's return value (the raw `rax`); `None` for an entry probe.
     pub fn retval(&self) -> Option<u64> {
         self.is_return().then(|| self.0.u64_at(user::ARGS).unwrap_or(0))
+    }
+
+    /// The string that argument `i` points to in the traced process (`retval` is 0), as
+    /// the kernel read it when the probe fired: for subscriptions whose plugin asked for
+    /// it with [`user_strings`](crate::user_strings). `None` if the record carries no
+    /// string of it; `Some(None)` if the kernel could not read it.
+    pub fn user_string(&self, i: usize) -> Option<Option<&'a [u8]>> {
+        self.0.string(u16::try_from(i).ok()?)
     }
 }
 

@@ -66,6 +66,25 @@ fn expand_import(pattern: &str) -> Result<Vec<String>, String> {
     crate::bindings::wasmtap::plugin::probes::expand(pattern)
 }
 
+/// Ask that the records of this plan's subscriptions to `probe` carry the strings the
+/// pointer fields `fields` point to in the traced process (bpftrace's
+/// `str(args.filename)`), read in the kernel as the probe fires: a tracepoint's pointer
+/// fields by name, `arg0`..`arg5` of a uprobe, `retval` of a uretprobe. Call it in
+/// [`Plugin::start`](crate::Plugin::start), at most 4 fields a probe; read them with
+/// [`Tracepoint::user_string`](crate::Tracepoint::user_string) and
+/// [`UserProbe::user_string`](crate::UserProbe::user_string). A field the probe lacks,
+/// or one that is not a pointer, fails the plan with a message naming it. In a native
+/// build, [`testing::strings_asked`] tells what was asked.
+pub fn user_strings(probe: &str, fields: &[&str]) -> Result<(), String> {
+    let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+    user_strings_import(probe, &fields)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn user_strings_import(probe: &str, fields: &[String]) -> Result<(), String> {
+    crate::bindings::wasmtap::plugin::probes::user_strings(probe, fields)
+}
+
 /// `probes.schema`.
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn schema(sub: u32) -> Option<ProbeSchema> {
@@ -81,6 +100,7 @@ pub(crate) fn symbolize(requests: &[StackRequest]) -> Vec<Vec<Frame>> {
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) use testing::{
     expand as expand_import, log, read_aggregation as read_aggregation_import, schema, symbolize,
+    user_strings as user_strings_import,
 };
 
 /// Stand-ins for the host's `schema`, `symbolize`, `read-aggregation` and `log`
@@ -121,6 +141,21 @@ pub mod testing {
         static AGGREGATIONS: RefCell<Option<Aggregations>> = const { RefCell::new(None) };
         static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
         static TRACEPOINTS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+        static STRINGS: RefCell<Vec<(String, Vec<String>)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// The [`user_strings`](crate::user_strings) requests made on this thread since the
+    /// last call: (probe, fields), in order.
+    pub fn strings_asked() -> Vec<(String, Vec<String>)> {
+        STRINGS.with(|s| std::mem::take(&mut *s.borrow_mut()))
+    }
+
+    pub(crate) fn user_strings(probe: &str, fields: &[String]) -> Result<(), String> {
+        if fields.is_empty() || fields.len() > wasmtap_abi::strings::MAX {
+            return Err(format!("`{probe}`: 1 to {} fields a probe", wasmtap_abi::strings::MAX));
+        }
+        STRINGS.with(|s| s.borrow_mut().push((probe.to_string(), fields.to_vec())));
+        Ok(())
     }
 
     /// Answer [`expand`](crate::expand) from `names` (`tracepoint:CATEGORY:NAME`) from

@@ -146,6 +146,32 @@ pub fn sample(pid: u32, event: u32, cpu: u32, addr: u64, ip: u64) -> Vec<u8> {
     b
 }
 
+/// `rec` (a tracepoint or user record, before any stack trailer) with a strings block
+/// appended, its flag set and its size grown, the way the collectors write it: each
+/// string's source (a field's offset, an argument's index) and bytes, `None` for one
+/// the kernel could not read.
+pub fn with_strings(mut rec: Vec<u8>, strings: &[(u16, Option<&[u8]>)]) -> Vec<u8> {
+    use wasmtap_abi::strings as st;
+    let at = rec.len();
+    rec.resize(at + st::HEADER, 0);
+    put(&mut rec, at, &(strings.len() as u16).to_le_bytes());
+    for (i, (src, s)) in strings.iter().enumerate() {
+        put(&mut rec, at + 4 + 2 * i, &src.to_le_bytes());
+        let len = s.map_or(st::UNREADABLE, |s| s.len() as u16);
+        put(&mut rec, at + 12 + 2 * i, &len.to_le_bytes());
+        if let Some(s) = s {
+            rec.extend_from_slice(s);
+            rec.push(0);
+            rec.resize(rec.len().next_multiple_of(8), 0);
+        }
+    }
+    let size = rec.len() as u16;
+    put(&mut rec, header::SIZE, &size.to_le_bytes());
+    let flags = u16::from_le_bytes([rec[header::FLAGS], rec[header::FLAGS + 1]]);
+    set_flags(&mut rec, flags | st::FLAG);
+    rec
+}
+
 /// `rec` with a stack trailer appended, its flag set and its size grown, the way the
 /// collectors write it.
 pub fn with_stacks(mut rec: Vec<u8>, kernel: &[u64], user: &[u64]) -> Vec<u8> {

@@ -444,6 +444,21 @@ impl<'a> Tracepoint<'a> {
         self.field(name)?.as_i64()
     }
 
+    /// The string that pointer field `name` points to in the traced process, as the
+    /// kernel read it when the probe fired: for subscriptions whose plugin asked for it
+    /// with [`user_strings`](crate::user_strings). `None` if the record carries no
+    /// string of `name`; `Some(None)` if the kernel could not read it (a bad pointer, a
+    /// page not in memory); otherwise its bytes before the NUL (at most 255).
+    pub fn user_string(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        let offset = self.schema()?.field(name)?.offset;
+        self.user_string_at(offset)
+    }
+
+    /// [`user_string`](Self::user_string) of the pointer field at `offset` in the entry.
+    pub fn user_string_at(&self, offset: u32) -> Option<Option<&'a [u8]>> {
+        self.0.string(u16::try_from(offset).ok()?)
+    }
+
     /// Text field `name`.
     pub fn str(&self, name: &str) -> Option<Cow<'a, str>> {
         match self.field(name)? {
@@ -534,6 +549,33 @@ mod tests {
         assert_eq!(tp.field("nosuch"), None);
         assert_eq!(tp.str("errno"), None, "an integer is not text");
         assert_eq!(tp.u64("comm"), None, "text is not an integer");
+    }
+
+    #[test]
+    fn strings_read_in_the_kernel_are_found_by_their_field_beside_stacks_and_bounded() {
+        install(0);
+        // `args` (offset 32) and `errno` (offset 8) as pointers whose strings came along.
+        let b = t::with_strings(t::tracepoint(7, 0, 301, &entry()), &[(32, Some(b"/etc/hosts")), (8, None)]);
+        let b = t::with_stacks(b, &[0xffff_ffff_8100_0000], &[0x401000, 0x401100]);
+        let got = tp(&b);
+        assert_eq!(got.user_string("args"), Some(Some(&b"/etc/hosts"[..])));
+        assert_eq!(got.user_string("errno"), Some(None), "unreadable: marked so");
+        assert_eq!(got.user_string("comm"), None, "no string of a field not asked for");
+        assert_eq!(got.data().len(), 68, "the entry is unchanged");
+        let ev = Event::new(Record::new(&b)).unwrap();
+        let (k, u) = ev.stacks().unwrap();
+        assert_eq!((k.len(), u.len(), u.get(1)), (1, 2, Some(0x401100)), "stacks still found from the end");
+
+        // A record without the flag carries none; a length past the record is none.
+        let plain = t::tracepoint(7, 0, 301, &entry());
+        assert_eq!(tp(&plain).user_string("args"), None);
+        let mut cut = t::with_strings(t::tracepoint(7, 0, 301, &entry()), &[(32, Some(b"/etc/hosts"))]);
+        let at = (tracepoint::DATA + 68).next_multiple_of(8);
+        put(&mut cut, at + 12, &200u16.to_le_bytes());
+        assert_eq!(tp(&cut).user_string("args"), None);
+        put(&mut cut, at, &9u16.to_le_bytes());
+        put(&mut cut, at + 12, &10u16.to_le_bytes());
+        assert_eq!(tp(&cut).user_string("args"), Some(Some(&b"/etc/hosts"[..])), "a count past 4 reads 4");
     }
 
     #[test]

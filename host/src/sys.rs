@@ -502,3 +502,17 @@ pub fn set_undumpable() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Seconds east of UTC of this machine's local time now (`TZ`, `/etc/localtime`); 0 if
+/// it cannot be told.
+pub fn local_utc_offset() -> i64 {
+    // SAFETY: time(NULL) takes no pointer; localtime_r writes into a zeroed `tm` owned here.
+    unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&now, &mut tm).is_null() {
+            return 0;
+        }
+        tm.tm_gmtoff
+    }
+}

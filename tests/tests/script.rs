@@ -111,6 +111,55 @@ fn a_malformed_program_exits_2_with_one_message_and_a_caret_under_its_column() {
     assert!(stderr(&o).contains("-e needs a program"), "{}", stderr(&o));
 }
 
+/// `str()` of pointers read at another probe than the one that prints them (a path
+/// stored at a syscall's entry, printed at its exit, as bpftrace's opensnoop does), of a
+/// uprobe's argument and a uretprobe's return value, and `str(s, n)`.
+#[test]
+fn strings_of_pointers_are_read_in_the_kernel_where_the_pointer_is_read() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // A missing path at its open's entry, its errno at the exit.
+    let program = r#"
+        tracepoint:syscalls:sys_enter_openat /comm == "markers"/ { @path[tid] = args.filename; }
+        tracepoint:syscalls:sys_exit_openat /@path[tid]/ {
+            $ret = args.ret;
+            printf("%d %s %s\n", $ret >= 0 ? 0 : -$ret, str(@path[tid]), str(@path[tid], 15));
+            delete(@path[tid]);
+        }
+        END { clear(@path); }
+    "#;
+    let cmd = format!("{} strs 0 200 0", workload("markers").display());
+    let o = run(wasmtap().args(["-e", program, "-c", &cmd]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // ENOENT is 2; 14 bytes of the path and the NUL.
+    assert_eq!(out.matches("2 /tmp/wt-marker-strs-").count(), 200, "{out}");
+    assert_eq!(out.matches(" /tmp/wt-marker\n").count(), 200, "{out}");
+    assert!(out.contains("2 /tmp/wt-marker-strs-199 /tmp/wt-marker\n"), "{out}");
+
+    // A user function's string argument and the string it returns, counted by content.
+    let greet = workload("greet");
+    let program = format!(
+        "uprobe:{0}:wasmtap_greet {{ @names[str(arg0)] = count(); }} \
+         uretprobe:{0}:wasmtap_greet {{ @said[str(retval)] = count(); }}",
+        greet.display()
+    );
+    let cmd = format!("{} 250 ada grace", greet.display());
+    let o = run(wasmtap().args(["-e", &program, "-c", &cmd]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (map, key) in [("names", "ada"), ("names", "grace"), ("said", "hello ada"), ("said", "hello grace")] {
+        assert_eq!(map_value(&out, map, key), Some(250), "@{map}[{key}]: {out}");
+    }
+
+    // A field that is not a pointer is refused before anything attaches, naming it.
+    let o = run(wasmtap().args(["-e", r#"t:sched:sched_process_exec { printf("%s\n", str(args.pid)); }"#, "-d", "1s"]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("field `pid` (pid_t) is not a pointer"), "{}", stderr(&o));
+}
+
 /// `program` run by the script plugin beside syscount over 1,000,000 getppid calls paced
 /// over 4 s, with more `args`: the run's JSON lines and its stderr.
 fn script_beside_syscount(program: &str, args: &[&str]) -> (Vec<serde_json::Value>, String, Option<i32>) {
@@ -277,6 +326,21 @@ fn the_tutorials_one_liners_run_unchanged() {
     // 2. hello world.
     let o = run(wasmtap().args(["-e", r#"BEGIN { printf("hello world\n"); }"#, "-d", "500ms"]));
     assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), "hello world\n"), "{}", stderr(&o));
+
+    // 3. file opens: every path the command opens, read in the kernel as the call enters.
+    let cmd = format!("{} lesson3 0 300 0", workload("markers").display());
+    let o = run(wasmtap().args([
+        "-e",
+        r#"tracepoint:syscalls:sys_enter_openat { printf("%s %s\n", comm, str(args.filename)); }"#,
+        "-c",
+        &cmd,
+    ]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for i in [0, 1, 150, 299] {
+        assert_eq!(out.matches(&format!("markers /tmp/wt-marker-lesson3-{i}\n")).count(), 1, "{out}");
+    }
+    assert_eq!(out.matches("markers /tmp/wt-marker-lesson3-").count(), 300, "{out}");
 
     // 4. syscall counts by process: every getppid of the command, and its other syscalls.
     let cmd = format!("{} 100000", workload("getppid_loop").display());

@@ -396,6 +396,15 @@ fn a_tenant_runs_tracepoint_plugins_and_one_liners_through_the_daemon() {
         let key = format!("tracepoint:sched:sched_process_{probe}");
         assert_eq!(map_value(&stdout(&o), "", &key), Some(1), "{key}: {}", stdout(&o));
     }
+    // Strings read in the kernel (bpftrace's lesson 3): the command's own paths.
+    let mut c = users.command(0, &d.client());
+    let program = r#"tracepoint:syscalls:sys_enter_openat { printf("%s %s\n", comm, str(args.filename)); }"#;
+    let opens = "for i in 1 2 3 4 5 6 7 8 9 10; do cat /tmp/wt-tenant-str-$i 2>/dev/null; done; exit 0";
+    c.current_dir(&d.dir).args(["-e", program, "-c", &format!("sh -c '{opens}'"), "--daemon"]).arg(&d.socket);
+    let o = run(&mut c);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).matches("cat /tmp/wt-tenant-str-").count(), 10, "{}", stdout(&o));
+    assert!(stdout(&o).contains("cat /tmp/wt-tenant-str-10\n"), "{}", stdout(&o));
     // A tracepoint outside the rule is still refused, naming it.
     let mut c = users.command(0, &d.client());
     c.current_dir(&d.dir).args(["-e", "tracepoint:signal:signal_generate { @ = count(); }", "--daemon"]).arg(&d.socket);

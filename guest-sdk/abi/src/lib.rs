@@ -104,8 +104,9 @@ impl Kind {
             Kind::Exec => exec::MAX_SIZE,
             Kind::Exit => exit::SIZE,
             Kind::Open => open::MAX_SIZE,
-            Kind::Tracepoint => tracepoint::DATA + tracepoint::DATA_MAX + stack::MAX_BYTES,
-            Kind::User | Kind::Sample => self.min_size() + stack::MAX_BYTES,
+            Kind::Tracepoint => tracepoint::DATA + tracepoint::DATA_MAX + strings::MAX_BYTES + stack::MAX_BYTES,
+            Kind::User => user::SIZE + strings::MAX_BYTES + stack::MAX_BYTES,
+            Kind::Sample => self.min_size() + stack::MAX_BYTES,
             k => k.min_size(),
         }
     }
@@ -315,6 +316,30 @@ pub mod stack {
     pub const MAX_BYTES: usize = 2 * MAX_FRAMES * 8 + 8;
 }
 
+/// Strings in the traced process's memory, read in the kernel as the probe fired
+/// (bpftrace's `str()`): a tracepoint or user record with [`strings::FLAG`] set carries,
+/// right after the kind's own bytes (a tracepoint's entry padded to 8, a user record's
+/// 168 bytes) and before any stack trailer, a 24-byte block header — `u16` count, 2
+/// reserved bytes, `u16` sources\[4\] (a tracepoint field's offset in the entry, a user
+/// probe's index in `args`), `u16` lengths\[4\] (bytes before the NUL;
+/// [`strings::UNREADABLE`] for one the kernel could not read), 4 reserved bytes — then
+/// the strings in order, each NUL-terminated and padded to 8 (an unreadable one takes no
+/// bytes). Read them with [`Record::string`].
+pub mod strings {
+    /// Header flag: the record carries strings.
+    pub const FLAG: u16 = 0x4000;
+    /// Strings per record, at most.
+    pub const MAX: usize = 4;
+    /// Bytes of one string kept, its NUL included.
+    pub const BYTES: usize = 256;
+    /// Bytes of the block's header.
+    pub const HEADER: usize = 24;
+    /// The length of a string the kernel could not read.
+    pub const UNREADABLE: u16 = 0xffff;
+    /// The largest block.
+    pub const MAX_BYTES: usize = HEADER + MAX * BYTES;
+}
+
 /// Why a record is not acceptable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecordError {
@@ -418,6 +443,51 @@ impl<'a> Record<'a> {
         let k = self.slice(start, kernel * 8)?;
         let u = self.slice(start + kernel * 8, user * 8)?;
         Some((Frames { bytes: k }, Frames { bytes: u }))
+    }
+
+    /// The string that `src` points to, as the kernel read it when the probe fired: for
+    /// a tracepoint `src` is the pointer field's offset in the entry, for a user probe
+    /// the argument's index in `args` (`retval` is 0). `None` if the record carries no
+    /// string of `src`; `Some(None)` if the kernel could not read it (a bad pointer, a
+    /// page not in memory); otherwise the bytes before its NUL (at most 255).
+    pub fn string(&self, src: u16) -> Option<Option<&'a [u8]>> {
+        if self.flags() & strings::FLAG == 0 {
+            return None;
+        }
+        let at = match self.kind()? {
+            Kind::Tracepoint => {
+                let len = self.u32_at(tracepoint::DATA_LEN)? as usize;
+                tracepoint::DATA.checked_add(len.min(tracepoint::DATA_MAX))?.next_multiple_of(8)
+            }
+            Kind::User => user::SIZE,
+            _ => return None,
+        };
+        // The block ends where a stack trailer starts.
+        let end = match self.stacks() {
+            Some((k, u)) => self.bytes.len() - 8 - 8 * (k.len() + u.len()),
+            None => self.bytes.len(),
+        };
+        let n = (self.u16_at(at)? as usize).min(strings::MAX);
+        let mut pos = at.checked_add(strings::HEADER)?;
+        for i in 0..n {
+            let len = self.u16_at(at + 12 + 2 * i)?;
+            let found = self.u16_at(at + 4 + 2 * i)? == src;
+            if len == strings::UNREADABLE {
+                if found {
+                    return Some(None);
+                }
+                continue;
+            }
+            let len = len as usize;
+            if len >= strings::BYTES || pos + len >= end {
+                return None;
+            }
+            if found {
+                return Some(Some(&self.bytes[pos..pos + len]));
+            }
+            pos += (len + 1).next_multiple_of(8);
+        }
+        None
     }
 
     /// Bytes `[off, off + len)` if inside the record.

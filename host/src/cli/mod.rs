@@ -349,6 +349,13 @@ pub fn expand_script(args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsSt
         out.push("--param".into());
         out.push("script.explain=true".into());
     }
+    // time() shows this machine's local time, as bpftrace's does (the sandbox has no
+    // time zones of its own).
+    let utc_offset = crate::sys::local_utc_offset();
+    if utc_offset != 0 {
+        out.push("--param".into());
+        out.push(format!("script.utc_offset={utc_offset}").into());
+    }
     out.extend(options);
     Ok(out)
 }

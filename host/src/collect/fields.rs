@@ -103,6 +103,27 @@ pub fn tracepoint_field(format: &Format, field: &str) -> Result<FieldLoc, String
     }
 }
 
+/// The offset of pointer field `field` of a tracepoint entry, whose string (in the
+/// traced process's memory) its records are to carry.
+pub fn tracepoint_string(format: &Format, field: &str) -> Result<u16, String> {
+    let f = format.fields.iter().find(|f| f.name == field && !f.common).ok_or_else(|| {
+        let pointers: Vec<&str> = format
+            .fields
+            .iter()
+            .filter(|f| !f.common && f.size == 8 && f.c_type.contains('*'))
+            .map(|f| f.name.as_str())
+            .collect();
+        let has = if pointers.is_empty() { "none".to_string() } else { pointers.join(", ") };
+        format!("tracepoint `{}:{}` has no field `{field}` (its pointers: {has})", format.category, format.name)
+    })?;
+    match f.kind {
+        FieldKind::Signed | FieldKind::Unsigned if f.size == 8 && f.offset + 8 <= format.fixed_size() => {
+            Ok(f.offset as u16)
+        }
+        _ => Err(format!("field `{field}` ({}) is not a pointer: str() reads a string it points to", f.c_type)),
+    }
+}
+
 /// The kernel's form of a plugin's comparisons, each field found by `locate`: at most 64.
 pub fn compile_preds(
     preds: &[Predicate],

@@ -65,12 +65,14 @@ pub struct Planner {
 }
 
 impl Planner {
-    /// Plan one subscription to `spec` (its probe, parsed), taking stacks of `stacks`.
+    /// Plan one subscription to `spec` (its probe, parsed), taking stacks of `stacks`
+    /// and the strings its pointer fields `strings` point to.
     pub fn plan(
         &mut self,
         wire: &types::Subscription,
         spec: &ProbeSpec,
         stacks: u8,
+        strings: &[String],
         source: &ProbeLookup<'_>,
     ) -> Result<Planned, String> {
         let table = &mut self.table;
@@ -114,20 +116,39 @@ impl Planner {
                     schema: Some(schema(format.fields.iter().map(wire_field).collect(), Vec::new())),
                     preds: compiled,
                 };
+                let offsets = strings
+                    .iter()
+                    .map(|f| fields::tracepoint_string(&format, f))
+                    .collect::<Result<Vec<u16>, String>>()?;
                 let key = (category.clone(), name.clone());
-                match self.tracepoints.get(&key) {
+                let i = match self.tracepoints.get(&key) {
                     Some(&i) => {
                         let e = &mut table.tracepoints[i];
                         e.stacks |= stacks;
                         if e.preds != kernel_preds(&planned.preds) {
                             e.preds.clear();
                         }
+                        i
                     }
                     None => {
                         self.tracepoints.insert(key, table.tracepoints.len());
                         let preds = kernel_preds(&planned.preds);
-                        table.tracepoints.push(table::TracepointEntry { format, stacks, preds });
+                        table.tracepoints.push(table::TracepointEntry { format, stacks, preds, strings: Vec::new() });
+                        table.tracepoints.len() - 1
                     }
+                };
+                let e = &mut table.tracepoints[i];
+                for off in offsets {
+                    if !e.strings.contains(&off) {
+                        e.strings.push(off);
+                    }
+                }
+                if e.strings.len() > table::STRINGS_MAX {
+                    return Err(format!(
+                        "strings of {} pointer fields asked for (at most {} a probe)",
+                        e.strings.len(),
+                        table::STRINGS_MAX
+                    ));
                 }
                 planned
             }
@@ -142,6 +163,21 @@ impl Planner {
                 let args: Vec<String> =
                     if ret { vec!["retval".to_string()] } else { (0..nargs).map(|i| format!("arg{i}")).collect() };
                 let compiled = fields::compile_preds(preds, |f| fields::user_value(&args, f))?;
+                let mut wanted: Vec<u8> = Vec::new();
+                for f in strings {
+                    let at = fields::user_value(&args, f).map_err(|e| format!("str(): {e}"))?;
+                    let i = ((at.off as usize - wasmtap_abi::user::ARGS) / 8) as u8;
+                    if !wanted.contains(&i) {
+                        wanted.push(i);
+                    }
+                }
+                if wanted.len() > table::STRINGS_MAX {
+                    return Err(format!(
+                        "strings of {} arguments asked for (at most {} a probe)",
+                        wanted.len(),
+                        table::STRINGS_MAX
+                    ));
+                }
                 let mut slots = BTreeSet::new();
                 for site in sites {
                     if let Some(slot) = site.recorded_slot {
@@ -161,6 +197,7 @@ impl Planner {
                         semaphore: site.semaphore,
                         stacks,
                         preds: kernel_preds(&compiled),
+                        strings: wanted.clone(),
                     });
                 }
                 Planned {
@@ -208,6 +245,9 @@ impl Planner {
             ProbeSpec::Begin => Planned::bare(Matcher::Begin),
             ProbeSpec::End => Planned::bare(Matcher::End),
         };
+        if !strings.is_empty() && !matches!(planned.matcher, Matcher::Tracepoint(_) | Matcher::User(_)) {
+            return Err("strings (str()) are read for tracepoint, uprobe and USDT probes only".into());
+        }
         if stacks != 0 && !matches!(planned.matcher, Matcher::Tracepoint(_) | Matcher::User(_) | Matcher::Sample(_)) {
             return Err("stacks are recorded for tracepoint, uprobe, USDT, profile and software probes only".into());
         }

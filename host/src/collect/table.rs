@@ -20,6 +20,8 @@ pub const STACK_KERNEL: u8 = 1;
 pub const STACK_USER: u8 = 2;
 /// Comparisons run in the kernel per probe (`WT_PREDS_MAX`).
 pub const KERNEL_PREDS_MAX: usize = 4;
+/// Strings a probe's records carry at most (`WT_STR_MAX`).
+pub const STRINGS_MAX: usize = wasmtap_abi::strings::MAX;
 /// uprobe/USDT attachments per run (`WT_USER_SLOTS`).
 pub const USER_SLOTS_MAX: usize = 256;
 
@@ -81,6 +83,10 @@ pub struct TracepointEntry {
     pub stacks: u8,
     /// Run in the kernel: offsets into the entry.
     pub preds: Vec<Pred>,
+    /// Offsets of the pointer fields whose strings the records carry (`str()`), at most
+    /// [`STRINGS_MAX`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strings: Vec<u16>,
 }
 
 /// How the collector computes one USDT argument (`struct wt_usdt_arg`).
@@ -109,6 +115,10 @@ pub struct UserSlot {
     pub stacks: u8,
     /// Run in the kernel: offsets into the record.
     pub preds: Vec<Pred>,
+    /// Indices in `args` of the pointers whose strings the records carry (`str()`), at
+    /// most [`STRINGS_MAX`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strings: Vec<u8>,
 }
 
 /// Where a uprobe or USDT probe attaches.
@@ -480,7 +490,7 @@ mod tests {
         let tp = |category: &str, name: &str, id| {
             let mut format = btf_format("sched_switch").unwrap();
             (format.category, format.name, format.id) = (category.into(), name.into(), id);
-            TracepointEntry { format, stacks: 0, preds: Vec::new() }
+            TracepointEntry { format, stacks: 0, preds: Vec::new(), strings: Vec::new() }
         };
         let user = |probe: &str| UserSlot {
             probe: probe.into(),
@@ -491,6 +501,7 @@ mod tests {
             semaphore: None,
             stacks: 0,
             preds: Vec::new(),
+            strings: Vec::new(),
         };
         let perf = |event, name: &str, freq, period| PerfEntry {
             event,

@@ -465,6 +465,7 @@ print fmt: \"comm=%s\", REC->comm
         format: crate::collect::tracefs::parse_format("sched", name, text).unwrap(),
         stacks: 0,
         preds: Vec::new(),
+        strings: Vec::new(),
     };
     ProbeTable {
         tracepoints: vec![

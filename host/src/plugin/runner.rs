@@ -103,6 +103,21 @@ impl Runner {
             warnings.push(format!("its compiled-code cache entry was not valid ({reason}); compiled it again"));
         }
         let mut subs = parse_subs(&name, &plan, &mut warnings)?;
+        for (probe, fields) in instance.strings_asked() {
+            let mut found = false;
+            for (sub, wire) in subs.iter_mut().zip(&plan.subscriptions) {
+                if wire.probe == probe {
+                    sub.strings = fields.clone();
+                    found = true;
+                }
+            }
+            if !found {
+                return Err(PluginError::BadPlan {
+                    plugin: name,
+                    reason: format!("asks for strings of `{probe}`, which it does not subscribe to"),
+                });
+            }
+        }
         if loaded.asks_processes() {
             // The `proc` tapset answers for the processes the plugin was shown: every record.
             subs.iter_mut().for_each(|s| s.addresses = true);

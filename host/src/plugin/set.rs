@@ -81,7 +81,7 @@ impl PluginSet {
             for (i, sub) in r.subs.iter_mut().enumerate() {
                 let wire = &r.plan.subscriptions[i];
                 let Some(spec) = sub.spec.clone() else { continue };
-                match planner.plan(wire, &spec, sub.stacks, source) {
+                match planner.plan(wire, &spec, sub.stacks, &sub.strings, source) {
                     Ok(planned) => {
                         sub.matcher = planned.matcher;
                         sub.preds = planned.preds;

@@ -17,6 +17,8 @@ pub(super) struct Sub {
     pub(super) preds: Vec<Pred>,
     pub(super) pred_base: usize,
     pub(super) stacks: u8,
+    /// Pointer fields whose strings its records carry (`probes.user-strings`).
+    pub(super) strings: Vec<String>,
     /// Its records carry addresses to symbolize (stacks, user-probe arguments, samples), or
     /// its plugin asks the `proc` tapset: their processes join the plugin's scope.
     pub(super) addresses: bool,
@@ -170,6 +172,7 @@ pub(super) fn parse_sub(plugin: &str, s: &types::Subscription, warnings: &mut Ve
         pred_base: 0,
         addresses,
         stacks,
+        strings: Vec::new(),
         schema: None,
     })
 }

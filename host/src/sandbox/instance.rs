@@ -109,10 +109,21 @@ impl Instance {
 
     /// `start`.
     pub fn start(&mut self, params: &[types::Param]) -> Result<Result<types::Plan, String>, Fault> {
-        self.store.data_mut().host.expand_calls = super::host_api::probes::EXPAND_CALLS;
+        let host = &mut self.store.data_mut().host;
+        host.expand_calls = super::host_api::probes::EXPAND_CALLS;
+        host.strings_calls = super::host_api::probes::STRINGS_CALLS;
+        host.strings_asked.clear();
         let plan = self.call("start", |b, s| b.call_start(s, params));
-        self.store.data_mut().host.expand_calls = 0;
+        let host = &mut self.store.data_mut().host;
+        host.expand_calls = 0;
+        host.strings_calls = 0;
         plan
+    }
+
+    /// The strings the last `start` asked its probes' records to carry
+    /// (`probes.user-strings`): (probe, pointer fields).
+    pub fn strings_asked(&self) -> Vec<(String, Vec<String>)> {
+        self.store.data().host.strings_asked.clone()
     }
 
     /// `on-batch`.

@@ -476,7 +476,7 @@ fn answer(mut sock: UnixStream, shared: &Shared, stop: &AtomicBool, ended: std::
 }
 
 /// The plan as the collectors will run it, if the tenant's rule allows all of it.
-fn check(plan: Plan, tenant: &TenantRule) -> Result<LiveConfig, String> {
+fn check(mut plan: Plan, tenant: &TenantRule) -> Result<LiveConfig, String> {
     use crate::policy::ProbeClass;
     let mut kinds = BTreeSet::new();
     for k in &plan.kinds {
@@ -493,16 +493,31 @@ fn check(plan: Plan, tenant: &TenantRule) -> Result<LiveConfig, String> {
         }
     }
     let root = std::path::Path::new(crate::collect::tracefs::ROOT);
-    let tracepoint = |category: &str, name: &str, id: u32| -> Result<(), String> {
+    let tracepoint = |category: &str, name: &str, id: u32| -> Result<Format, String> {
         allow(format!("tracepoint `{category}:{name}`"), ProbeClass::Tracepoint(Some(category.to_string())))?;
         match crate::collect::tracefs::read_format(root, category, name) {
-            Ok(f) if f.id == id => Ok(()),
+            Ok(f) if f.id == id => Ok(f),
             Ok(f) => Err(format!("tracepoint `{category}:{name}` has id {}, not {id}", f.id)),
             Err(e) => Err(e.to_string()),
         }
     };
-    for t in &plan.table.tracepoints {
-        tracepoint(&t.format.category, &t.format.name, t.format.id)?;
+    for t in &mut plan.table.tracepoints {
+        // The collectors copy and compare as the kernel's format says, not the plan: a
+        // longer entry or a field past its end would read kernel memory beyond it.
+        let real = match t.format.category.as_str() {
+            "btf" => {
+                let name = &t.format.name;
+                allow(format!("tracepoint `btf:{name}`"), ProbeClass::Tracepoint(Some("btf".into())))?;
+                let real = crate::collect::table::btf_format(name)?;
+                if real.id != t.format.id {
+                    return Err(format!("tracepoint `btf:{name}` has id {}, not {}", real.id, t.format.id));
+                }
+                real
+            }
+            category => tracepoint(category, &t.format.name, t.format.id)?,
+        };
+        check_entry_offsets(t, &real)?;
+        t.format = real;
     }
     for u in &plan.table.user {
         let class = if u.usdt.is_some() { ProbeClass::Usdt } else { ProbeClass::Uprobe };
@@ -550,6 +565,27 @@ fn check(plan: Plan, tenant: &TenantRule) -> Result<LiveConfig, String> {
         executor_tgid: None,
         quota: None,
     })
+}
+
+/// Whether tracepoint entry `t`'s comparisons and string fields lie within the fixed
+/// part of its real format, the strings' on 8-byte fields.
+fn check_entry_offsets(t: &crate::collect::table::TracepointEntry, real: &Format) -> Result<(), String> {
+    let name = format!("{}:{}", real.category, real.name);
+    let fixed = real.fixed_size();
+    if t.preds.len() > crate::collect::table::KERNEL_PREDS_MAX
+        || t.preds.iter().any(|p| u32::from(p.off) + u32::from(p.size) > fixed || !matches!(p.size, 1 | 2 | 4 | 8))
+    {
+        return Err(format!("a comparison on tracepoint `{name}` outside its fields"));
+    }
+    if t.strings.len() > crate::collect::table::STRINGS_MAX {
+        return Err(format!("strings of {} fields of tracepoint `{name}`", t.strings.len()));
+    }
+    for off in &t.strings {
+        if !real.fields.iter().any(|f| !f.common && f.offset == u32::from(*off) && f.size == 8) {
+            return Err(format!("a string of tracepoint `{name}` at offset {off}, where it has no pointer field"));
+        }
+    }
+    Ok(())
 }
 
 /// Whether the tenant's user may read `path` by its owner, group and mode (access
@@ -806,6 +842,37 @@ mod tests {
         let mut agg = plan(&[]);
         agg.aggs.push(Site { site: 0, attach: SiteAttach::SysEnter, actions: vec![vec![0; 3]], flags: 0 });
         assert_eq!(check(agg, &tenant(&["syscall"], false)).unwrap_err(), "an aggregation action of 3 bytes");
+    }
+
+    #[test]
+    fn a_tracepoint_is_read_as_its_real_format_says_not_as_the_plan_does() {
+        use crate::collect::table::{btf_format, Op, Pred, TracepointEntry};
+        let t = tenant(&["tracepoint"], false);
+        let real = btf_format("block_rq_issue").unwrap();
+        let with = |edit: &dyn Fn(&mut TracepointEntry)| {
+            let mut p = plan(&[Kind::Tracepoint as u16]);
+            let mut e = TracepointEntry { format: real.clone(), stacks: 0, preds: Vec::new(), strings: Vec::new() };
+            edit(&mut e);
+            p.table.tracepoints.push(e);
+            check(p, &t)
+        };
+        // A forged format (a longer entry, a field of its own) is replaced by the real one.
+        let config = with(&|e| {
+            e.format.fields.push(crate::collect::tracefs::Field { offset: 3000, ..e.format.fields[5].clone() });
+            e.strings = vec![8];
+        })
+        .unwrap();
+        assert_eq!(config.table.tracepoints[0].format, real);
+        assert_eq!(config.table.tracepoints[0].strings, [8]);
+        let err = with(&|e| e.strings = vec![3000]).unwrap_err();
+        assert_eq!(err, "a string of tracepoint `btf:block_rq_issue` at offset 3000, where it has no pointer field");
+        let err = with(&|e| e.strings = vec![16]).unwrap_err();
+        assert!(err.contains("at offset 16, where it has no pointer field"), "a 4-byte field: {err}");
+        let pred = Pred { off: 4000, size: 8, signed: false, op: Op::Eq, value: 1 };
+        let err = with(&|e| e.preds = vec![pred]).unwrap_err();
+        assert_eq!(err, "a comparison on tracepoint `btf:block_rq_issue` outside its fields");
+        let err = with(&|e| e.format.id = 7).unwrap_err();
+        assert_eq!(err, "tracepoint `btf:block_rq_issue` has id 65539, not 7");
     }
 
     #[test]

@@ -6,19 +6,24 @@ use wasmtap_sdk::{from_entries, Agg, AggId, AggKind, AggOrder, Aggregation, Even
 
 use crate::parse::{Expr, Fold, Op, Slot, Stmt, B};
 
-/// A value: bpftrace's integers (64-bit) and strings, and stacks (`kstack`, `ustack`),
-/// kept as addresses and named only when a map is reported.
+/// A value: bpftrace's integers (64-bit) and strings, stacks (`kstack`, `ustack`),
+/// kept as addresses and named only when a map is reported, and pointers into the
+/// traced process with the string the kernel read there when the probe fired.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Value {
     Int(i64),
     Str(String),
     Stack(Stack),
+    /// A pointer field or argument whose string its record carries (`str()` reads it):
+    /// the address, and the string (empty if the kernel could not read it). As a number
+    /// it is the address, so it can be stored, compared and passed on like one.
+    Ptr(i64, String),
 }
 
 impl Value {
     pub fn int(&self) -> i64 {
         match self {
-            Value::Int(i) => *i,
+            Value::Int(i) | Value::Ptr(i, _) => *i,
             Value::Str(s) => i64::from(!s.is_empty()),
             Value::Stack(s) => i64::from(!s.is_empty()),
         }
@@ -26,7 +31,7 @@ impl Value {
 
     fn sdk(&self) -> wasmtap_sdk::Value {
         match self {
-            Value::Int(i) => wasmtap_sdk::Value::Int(*i),
+            Value::Int(i) | Value::Ptr(i, _) => wasmtap_sdk::Value::Int(*i),
             Value::Str(s) => wasmtap_sdk::Value::Text(s.clone()),
             // Named when the map is reported ([`name_stacks`]).
             Value::Stack(s) => wasmtap_sdk::Value::Text(s.to_string()),
@@ -36,7 +41,7 @@ impl Value {
     /// As printf and plain maps show it; a stack as its addresses, outermost first.
     pub fn show(&self) -> String {
         match self {
-            Value::Int(i) => i.to_string(),
+            Value::Int(i) | Value::Ptr(i, _) => i.to_string(),
             Value::Str(s) => s.clone(),
             Value::Stack(s) => s.to_string(),
         }
@@ -115,6 +120,10 @@ pub struct Interp {
     pub scratch: Vec<Value>,
     /// `exit()` ran: the run is ending; only END blocks run from now on.
     pub exited: bool,
+    /// What `time()` shows: the local time's offset from UTC, in seconds, and the wall
+    /// clock's offset from the events' monotonic clock, read once.
+    pub utc_offset_s: i64,
+    pub wall_offset_ns: Option<i64>,
 }
 
 impl Interp {
@@ -186,9 +195,16 @@ impl Interp {
                 crate::printf::format(fmt, &vals, &mut self.printed);
                 self.scratch = vals;
             }
-            Stmt::Print { map, .. } => {
-                let text = self.map_text(map);
+            Stmt::Print { map, top, .. } => {
+                let text = self.map_text(map, *top);
                 self.printed.push_str(&text);
+            }
+            Stmt::Time(fmt) => {
+                let offset = *self
+                    .wall_offset_ns
+                    .get_or_insert_with(|| wasmtap_sdk::wall_ns() as i64 - wasmtap_sdk::monotonic_ns() as i64);
+                let wall_s = (cx.now as i64 + offset).div_euclid(1_000_000_000) + self.utc_offset_s;
+                crate::printf::strftime(fmt, wall_s, &mut self.printed);
             }
             Stmt::Clear { map, slot, .. } => match self.map_mut(map, slot) {
                 Some(Map::Stats { values, .. }) => values.clear(),
@@ -304,10 +320,23 @@ impl Interp {
                     self.eval(b, cx)?
                 }
             }
-            Expr::Str1(inner) => match self.eval(inner, cx)? {
-                Value::Int(i) => Value::Str(i.to_string()),
-                s => s,
-            },
+            Expr::Str1(inner, len) => {
+                let mut s = match self.eval(inner, cx)? {
+                    Value::Ptr(_, s) => s,
+                    // A number as text: `str($1)` of a numeric parameter.
+                    Value::Int(i) => i.to_string(),
+                    Value::Str(s) => s,
+                    Value::Stack(s) => s.to_string(),
+                };
+                if let Some(len) = len {
+                    // bpftrace's length counts the NUL.
+                    let keep = usize::try_from(self.eval(len, cx)?.int().saturating_sub(1)).unwrap_or(0);
+                    if let Some((at, _)) = s.char_indices().nth(keep) {
+                        s.truncate(at);
+                    }
+                }
+                Value::Str(s)
+            }
         })
     }
 
@@ -328,16 +357,17 @@ impl Interp {
                         aggs.push(from_entries(name, "", key_names(*keys), *kind, order, 0, entries));
                     }
                 }
-                Map::Plain { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name)),
-                Map::Stats { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name)),
+                Map::Plain { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name, None)),
+                Map::Stats { values, .. } if !values.is_empty() => text.push_str(&self.map_text(name, None)),
                 _ => {}
             }
         }
         (aggs, text)
     }
 
-    /// A map as bpftrace prints it: `@name[key]: value`, by value (stats by average), then key.
-    fn map_text(&self, name: &str) -> String {
+    /// A map as bpftrace prints it: `@name[key]: value`, by value (stats by average), then
+    /// key; with `top`, only the `top` largest.
+    fn map_text(&self, name: &str, top: Option<usize>) -> String {
         let Some((_, map)) = self.maps.iter().find(|(n, _)| n == name) else { return String::new() };
         // (key, what sorts it, what is printed after the colon)
         let (keyed, mut rows): (bool, Vec<(&MapKey, Value, String)>) = match map {
@@ -355,6 +385,9 @@ impl Interp {
             Map::Kernel { .. } => return String::new(),
         };
         rows.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(b.0)));
+        if let Some(top) = top {
+            rows.drain(..rows.len().saturating_sub(top));
+        }
         let mut out = String::new();
         for (k, _, shown) in rows {
             match keyed {
@@ -464,12 +497,30 @@ fn builtin(b: B, cx: &Ctx<'_, '_>, started: u64) -> Value {
         B::Ustack => Value::Stack(
             ev.and_then(|e| e.stack()).map_or_else(|| Stack::new(0, &[], &[]), |s| Stack::new(s.pid(), &[], s.user())),
         ),
-        // A tracepoint's `ret` field (the syscalls' exits).
+        // A tracepoint's `ret` field (the syscalls' exits), a uretprobe's return value.
         B::Retval => match ev {
             Some(Event::Tracepoint(tp)) => Value::Int(tp.i64("ret").unwrap_or(0)),
             Some(Event::SysExit(x)) => Value::Int(x.ret()),
+            Some(Event::User(u)) => user_value(u, 0, u.retval().unwrap_or(0)),
             _ => Value::Int(0),
         },
+        B::Cpu => match ev {
+            Some(Event::Sample(s)) => Value::Int(i64::from(s.cpu())),
+            _ => Value::Int(0),
+        },
+        B::Arg(i) => match ev {
+            Some(Event::User(u)) if !u.is_return() => user_value(u, i.into(), u.arg(i.into())),
+            _ => Value::Int(0),
+        },
+    }
+}
+
+/// A user probe's value `v` (argument `i`; a return value is 0), with the string it
+/// points to if the record carries one.
+fn user_value(u: &wasmtap_sdk::UserProbe<'_>, i: usize, v: u64) -> Value {
+    match u.user_string(i) {
+        Some(s) => Value::Ptr(v as i64, String::from_utf8_lossy(s.unwrap_or_default()).into_owned()),
+        None => Value::Int(v as i64),
     }
 }
 
@@ -480,7 +531,10 @@ fn arg(field: &str, cx: &Ctx<'_, '_>) -> Result<Value, Fault> {
     use wasmtap_sdk::FieldValue;
     match tp.field(field) {
         Some(v) => Ok(match v.as_i64() {
-            Some(i) => Value::Int(i),
+            Some(i) => match tp.user_string(field) {
+                Some(s) => Value::Ptr(i, String::from_utf8_lossy(s.unwrap_or_default()).into_owned()),
+                None => Value::Int(i),
+            },
             None => match v {
                 FieldValue::Text(t) => Value::Str(t.into_owned()),
                 _ => Value::Int(0),

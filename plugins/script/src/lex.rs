@@ -36,13 +36,20 @@ pub fn err<T>(at: usize, msg: impl Into<String>) -> Result<T, SyntaxError> {
     Err(SyntaxError { at, msg: msg.into() })
 }
 
+/// Whether only blanks stand between the line's start and `i`.
+fn at_line_start(b: &[u8], i: usize) -> bool {
+    b[..i].iter().rev().take_while(|&&c| c != b'\n').all(|c| *c == b' ' || *c == b'\t')
+}
+
 /// Where the next token starts at or after `i`: whitespace and comments skipped.
 pub fn skip(src: &str, mut i: usize) -> Result<usize, SyntaxError> {
     let b = src.as_bytes();
     loop {
         if i < b.len() && b[i].is_ascii_whitespace() {
             i += 1;
-        } else if src[i..].starts_with("//") || (i == 0 && src.starts_with("#!")) {
+        } else if src[i..].starts_with("//") || (b.get(i) == Some(&b'#') && at_line_start(b, i)) {
+            // `#!` and the C preprocessor's lines (`#include <linux/sched.h>`, `#ifndef`):
+            // what bpftrace takes from kernel headers is built in (its constants).
             while i < b.len() && b[i] != b'\n' {
                 i += 1;
             }
@@ -69,7 +76,15 @@ pub fn token(src: &str, i: usize) -> Result<(Tok, usize, usize), SyntaxError> {
             i += 1;
         }
         let digits: String = src[from..i].chars().filter(|c| *c != '_').collect();
-        let Ok(v) = u64::from_str_radix(&digits, radix) else {
+        let v = match digits.split_once(['e', 'E']) {
+            // bpftrace's scientific integers: `1e6` is 1000000.
+            Some((m, e)) if radix == 10 && !m.is_empty() && !e.is_empty() => {
+                let (m, e) = (m.parse::<u64>().ok(), e.parse::<u32>().ok());
+                m.zip(e).and_then(|(m, e)| 10u64.checked_pow(e).and_then(|p| m.checked_mul(p)))
+            }
+            _ => u64::from_str_radix(&digits, radix).ok(),
+        };
+        let Some(v) = v else {
             return err(start, format!("invalid integer `{}`", &src[start..i]));
         };
         Tok::Int(v as i64)

@@ -49,6 +49,12 @@ impl Plugin for Script {
                 ParamSpec::new("program", ParamKind::Text, "", "the program, in bpftrace's language"),
                 ParamSpec::new("args", ParamKind::Text, "", "the positional parameters $1, $2… (separated by U+001F)"),
                 ParamSpec::new(
+                    "utc_offset",
+                    ParamKind::Integer,
+                    "0",
+                    "seconds east of UTC of the local time time() shows (the CLI passes this machine's)",
+                ),
+                ParamSpec::new(
                     "explain",
                     ParamKind::Boolean,
                     "false",
@@ -68,7 +74,9 @@ impl Plugin for Script {
             wasmtap_sdk::log(Level::Warn, "no program: wasmtap -e 'PROGRAM' or wasmtap script FILE.bt");
             return Ok((Script::empty(), Plan::new(Vec::new())));
         }
-        Script::planned(src, args, params.bool("explain")).map_err(|e| located(src, &e))
+        let (mut script, plan) = Script::planned(src, args, params.bool("explain")).map_err(|e| located(src, &e))?;
+        script.interp.utc_offset_s = params.int("utc_offset");
+        Ok((script, plan))
     }
 
     fn on_event(&mut self, ev: &Event<'_>, out: &mut Output) {
@@ -123,6 +131,8 @@ impl Script {
             printed: String::new(),
             scratch: Vec::new(),
             exited: false,
+            utc_offset_s: 0,
+            wall_offset_ns: None,
         };
         Script { blocks: Vec::new(), by_sub: Vec::new(), probe_of: Vec::new(), interp, faults: HashSet::new() }
     }
@@ -183,6 +193,22 @@ impl Script {
                 wasmtap_sdk::log(Level::Info, &format!("block {}: {said}", i + 1));
             }
         }
+        // `cpu` is recorded with samples only.
+        for (block, block_probes) in program.blocks.iter().zip(&probes) {
+            let mut cpu_at = None;
+            each_expr(block, &mut |e| {
+                if let parse::Expr::Builtin(parse::B::Cpu, at) = e {
+                    cpu_at.get_or_insert(*at);
+                }
+            });
+            let other = block_probes.iter().find(|(p, _)| !p.starts_with("profile:") && !p.starts_with("software:"));
+            if let (Some(at), Some((probe, _))) = (cpu_at, other) {
+                return Err(SyntaxError {
+                    at,
+                    msg: format!("cpu is recorded with profile and software events only, not with `{probe}`"),
+                });
+            }
+        }
         let mut subs: Vec<Subscription> = Vec::new();
         let mut probe_of: Vec<String> = Vec::new();
         let mut by_sub: Vec<Vec<usize>> = Vec::new();
@@ -207,6 +233,44 @@ impl Script {
                 if !by_sub[idx].contains(&i) {
                     by_sub[idx].push(i);
                 }
+            }
+        }
+        // The strings its blocks read (`str(args.filename)`) are read in the kernel as
+        // the probe fires: records carry them.
+        let wanted = strings_of(&program.blocks);
+        for (sub, blocks) in subs.iter().zip(&by_sub) {
+            let tracepoint = sub.probe.starts_with("tracepoint:");
+            // A return probe has only its return value; an entry or USDT probe its arguments.
+            let ret = sub.probe.starts_with("uretprobe:");
+            let args = sub.probe.starts_with("uprobe:") || sub.probe.starts_with("usdt:");
+            let mut fields: Vec<&str> = Vec::new();
+            let mut first_at = 0;
+            for want in blocks.iter().flat_map(|&b| &wanted[b]) {
+                let (name, at) = match want {
+                    Want::Field(f, at) if tracepoint => (f.as_str(), *at),
+                    Want::UserArg(a, at) if (a == "retval" && ret) || (a != "retval" && args) => (a.as_str(), *at),
+                    _ => continue,
+                };
+                if !fields.contains(&name) {
+                    if fields.is_empty() {
+                        first_at = at;
+                    }
+                    fields.push(name);
+                }
+            }
+            if fields.len() > wasmtap_sdk::abi::strings::MAX {
+                return Err(SyntaxError {
+                    at: first_at,
+                    msg: format!(
+                        "str() of {} pointers of `{}`: at most {} a probe are read in the kernel",
+                        fields.len(),
+                        sub.probe,
+                        wasmtap_sdk::abi::strings::MAX
+                    ),
+                });
+            }
+            if !fields.is_empty() {
+                wasmtap_sdk::user_strings(&sub.probe, &fields).map_err(|msg| SyntaxError { at: first_at, msg })?;
             }
         }
         // A probe that one block alone streams takes that block's predicate into the
@@ -240,6 +304,8 @@ impl Script {
             printed: String::new(),
             scratch: Vec::new(),
             exited: false,
+            utc_offset_s: 0,
+            wall_offset_ns: None,
         };
         let script = Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new() };
         Ok((script, plan))
@@ -323,46 +389,109 @@ fn subscription(probe: &str) -> Result<(String, Subscription), String> {
     Ok((name.clone(), Subscription::new(&name)))
 }
 
-/// The stacks a block's statements and predicate use (`kstack`, `ustack`): its probes
-/// record them.
-fn stacks_of(block: &Block) -> StackMode {
-    fn expr(e: &parse::Expr, m: &mut StackMode) {
-        use parse::{Expr, B};
+/// A pointer whose string a block reads, with where it is written: a tracepoint's field
+/// (`str(args.filename)`), a user probe's argument (`str(arg0)`, `str(retval)`).
+enum Want {
+    Field(String, usize),
+    UserArg(String, usize),
+}
+
+/// Each block's [`Want`]s: pointers `str()` reads, and pointers stored into a map or a
+/// variable that `str()` reads somewhere (`@name[tid] = args.filename` at a syscall's
+/// entry, `str(@name[tid])` at its exit: the string is the one the entry saw).
+fn strings_of(blocks: &[Block]) -> Vec<Vec<Want>> {
+    use parse::{Expr, B};
+    fn pointer(e: &Expr) -> Option<Want> {
         match e {
-            Expr::Builtin(B::Kstack, _) => *m = *m | StackMode::KERNEL,
-            Expr::Builtin(B::Ustack, _) => *m = *m | StackMode::USER,
-            Expr::Map { keys, .. } => keys.iter().for_each(|k| expr(k, m)),
-            Expr::Unary(_, a) | Expr::Str1(a) => expr(a, m),
-            Expr::Binary(_, a, b, _) => {
-                expr(a, m);
-                expr(b, m);
+            Expr::Arg(f, at) => Some(Want::Field(f.clone(), *at)),
+            Expr::Builtin(B::Arg(i), at) => Some(Want::UserArg(format!("arg{i}"), *at)),
+            Expr::Builtin(B::Retval, at) => Some(Want::UserArg("retval".into(), *at)),
+            _ => None,
+        }
+    }
+    let (mut maps, mut vars) = (Vec::new(), Vec::new());
+    for block in blocks {
+        each_expr(block, &mut |e| {
+            if let Expr::Str1(inner, _) = e {
+                match &**inner {
+                    Expr::Map { map, .. } => maps.push(map.clone()),
+                    Expr::Var(v, _) => vars.push(v.clone()),
+                    _ => {}
+                }
             }
-            Expr::Ternary(a, b, c) => [a, b, c].into_iter().for_each(|e| expr(e, m)),
+        });
+    }
+    blocks
+        .iter()
+        .map(|block| {
+            let mut want = Vec::new();
+            each_expr(block, &mut |e| {
+                if let Expr::Str1(inner, _) = e {
+                    want.extend(pointer(inner));
+                }
+            });
+            each_stmt(&block.body, &mut |s| match s {
+                Stmt::Store { map, value, .. } if maps.contains(map) => want.extend(pointer(value)),
+                Stmt::Let { var, value } if vars.contains(var) => want.extend(pointer(value)),
+                _ => {}
+            });
+            want
+        })
+        .collect()
+}
+
+/// Every statement of `body`, those inside `if` included.
+fn each_stmt(body: &[Stmt], f: &mut impl FnMut(&Stmt)) {
+    for s in body {
+        f(s);
+        if let Stmt::If { then, otherwise, .. } = s {
+            each_stmt(then, f);
+            each_stmt(otherwise, f);
+        }
+    }
+}
+
+/// Every expression of a block, its predicate's and its statements', and each of
+/// their parts.
+fn each_expr(block: &Block, f: &mut impl FnMut(&parse::Expr)) {
+    use parse::Expr;
+    fn expr(e: &Expr, f: &mut impl FnMut(&Expr)) {
+        f(e);
+        match e {
+            Expr::Map { keys, .. } => keys.iter().for_each(|k| expr(k, f)),
+            Expr::Unary(_, a) | Expr::Str1(a, None) => expr(a, f),
+            Expr::Str1(a, Some(b)) | Expr::Binary(_, a, b, _) => {
+                expr(a, f);
+                expr(b, f);
+            }
+            Expr::Ternary(a, b, c) => [a, b, c].into_iter().for_each(|e| expr(e, f)),
             _ => {}
         }
     }
-    fn stmts(body: &[Stmt], m: &mut StackMode) {
-        for s in body {
-            match s {
-                Stmt::Aggregate { keys, value, .. } => keys.iter().chain(value).for_each(|e| expr(e, m)),
-                Stmt::Store { keys, value, .. } => keys.iter().chain(Some(value)).for_each(|e| expr(e, m)),
-                Stmt::Delete { keys, .. } => keys.iter().for_each(|e| expr(e, m)),
-                Stmt::Let { value, .. } | Stmt::Expr(value) => expr(value, m),
-                Stmt::Printf { args, .. } => args.iter().for_each(|e| expr(e, m)),
-                Stmt::If { cond, then, otherwise } => {
-                    expr(cond, m);
-                    stmts(then, m);
-                    stmts(otherwise, m);
-                }
-                _ => {}
-            }
-        }
-    }
-    let mut m = StackMode::empty();
     if let Some(p) = &block.pred {
-        expr(p, &mut m);
+        expr(p, f);
     }
-    stmts(&block.body, &mut m);
+    each_stmt(&block.body, &mut |s| match s {
+        Stmt::Aggregate { keys, value, .. } => keys.iter().chain(value).for_each(|e| expr(e, f)),
+        Stmt::Store { keys, value, .. } => keys.iter().chain(Some(value)).for_each(|e| expr(e, f)),
+        Stmt::Delete { keys, .. } => keys.iter().for_each(|e| expr(e, f)),
+        Stmt::Let { value, .. } | Stmt::Expr(value) => expr(value, f),
+        Stmt::Printf { args, .. } => args.iter().for_each(|e| expr(e, f)),
+        Stmt::If { cond, .. } => expr(cond, f),
+        _ => {}
+    });
+}
+
+/// The stacks a block's statements and predicate use (`kstack`, `ustack`): its probes
+/// record them.
+fn stacks_of(block: &Block) -> StackMode {
+    use parse::{Expr, B};
+    let mut m = StackMode::empty();
+    each_expr(block, &mut |e| match e {
+        Expr::Builtin(B::Kstack, _) => m = m | StackMode::KERNEL,
+        Expr::Builtin(B::Ustack, _) => m = m | StackMode::USER,
+        _ => {}
+    });
     m
 }
 

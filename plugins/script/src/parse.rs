@@ -80,6 +80,8 @@ pub enum Stmt {
         map: String,
         /// Its index among the maps, found at the first run.
         slot: Slot,
+        /// `print(@m, N)`: only the N largest values.
+        top: Option<usize>,
         at: usize,
     },
     Clear {
@@ -103,6 +105,8 @@ pub enum Stmt {
     },
     /// `exit()`: end the run after this action.
     Exit,
+    /// `time(FORMAT)`: print the event's wall-clock time, strftime's way.
+    Time(String),
     If {
         cond: Expr,
         then: Vec<Stmt>,
@@ -131,8 +135,8 @@ pub enum Expr {
     Unary(Op, Box<Expr>),
     Binary(Op, Box<Expr>, Box<Expr>, usize),
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
-    /// `str(e)`.
-    Str1(Box<Expr>),
+    /// `str(e)`, `str(e, length)`: the length counts the NUL, as bpftrace's does.
+    Str1(Box<Expr>, Option<Box<Expr>>),
 }
 
 /// A builtin variable.
@@ -148,6 +152,10 @@ pub enum B {
     Cgroup,
     Probe,
     Retval,
+    /// The CPU a profile or software event was taken on.
+    Cpu,
+    /// `arg0`..`arg11`: a uprobe's arguments, a USDT probe's.
+    Arg(u8),
     /// The kernel stack (`kstack`), the user stack (`ustack`): keys, printed symbolized.
     Kstack,
     Ustack,
@@ -216,17 +224,26 @@ const BUILTINS: &[(&str, B)] = &[
     ("elapsed", B::Elapsed),
     ("cgroup", B::Cgroup),
     ("probe", B::Probe),
+    ("cpu", B::Cpu),
     ("kstack", B::Kstack),
     ("ustack", B::Ustack),
     ("retval", B::Retval),
+];
+/// The kernel headers' constants that bpftrace's tools take from their `#include`s.
+const KERNEL_CONSTANTS: &[(&str, i64)] = &[
+    // linux/sched.h: task states.
+    ("TASK_RUNNING", 0),
+    ("TASK_INTERRUPTIBLE", 1),
+    ("TASK_UNINTERRUPTIBLE", 2),
+    // linux/socket.h: address families.
+    ("AF_INET", 2),
+    ("AF_INET6", 10),
 ];
 const FOLDS: &[&str] = &["count", "sum", "avg", "min", "max", "hist", "lhist", "stats"];
 /// Known but not yet interpreted: refused with this reason.
 const LATER: &[(&str, &str)] = &[
     ("ksym", "ksym() is not supported in scripts yet"),
     ("usym", "usym() is not supported in scripts yet"),
-    ("cpu", "cpu is not recorded with events"),
-    ("time", "time() is not supported yet"),
     ("unroll", "unroll is not supported yet"),
     ("while", "while loops are not supported yet"),
     ("for", "for loops are not supported yet"),
@@ -440,6 +457,22 @@ impl Parser<'_> {
                     self.expect(")")?;
                     Ok(Stmt::Exit)
                 }
+                "time" => {
+                    self.next()?;
+                    self.expect("(")?;
+                    let fmt = match self.peek()? {
+                        (Tok::Str(_), ..) => match self.next()? {
+                            (Tok::Str(s), _) => s,
+                            _ => unreachable!("peeked"),
+                        },
+                        (Tok::Punct(")"), ..) => "%H:%M:%S\n".to_string(),
+                        (t, at, _) => {
+                            return err(at, format!("time: the format must be a string, not {}", describe(&t)))
+                        }
+                    };
+                    self.expect(")")?;
+                    Ok(Stmt::Time(fmt))
+                }
                 "printf" => {
                     self.next()?;
                     self.expect("(")?;
@@ -466,12 +499,24 @@ impl Parser<'_> {
                     self.expect("(")?;
                     let (map, mat) = self.map_name()?;
                     let keys = self.keys()?;
+                    let mut top = None;
+                    if name == "print" && self.eat(",")? {
+                        top = match self.next()? {
+                            (Tok::Int(n), _) if n >= 0 => Some(n as usize),
+                            (t, at) => {
+                                return err(
+                                    at,
+                                    format!("print: the top count must be an integer, not {}", describe(&t)),
+                                )
+                            }
+                        };
+                    }
                     self.expect(")")?;
                     if name != "delete" && !keys.is_empty() {
                         return err(mat, format!("{name}() takes a whole map, without keys"));
                     }
                     Ok(match name.as_str() {
-                        "print" => Stmt::Print { map, slot: Slot::default(), at },
+                        "print" => Stmt::Print { map, slot: Slot::default(), top, at },
                         "clear" => Stmt::Clear { map, slot: Slot::default(), at },
                         "zero" => Stmt::Zero { map, slot: Slot::default(), at },
                         _ => Stmt::Delete { map, slot: Slot::default(), keys, at },
@@ -620,8 +665,13 @@ impl Parser<'_> {
                     "str" => {
                         self.expect("(")?;
                         let e = self.expr()?;
+                        let len = if self.eat(",")? { Some(Box::new(self.expr()?)) } else { None };
                         self.expect(")")?;
-                        Expr::Str1(Box::new(e))
+                        Expr::Str1(Box::new(e), len)
+                    }
+                    n if arg_index(n).is_some() => Expr::Builtin(B::Arg(arg_index(n).unwrap_or(0)), at),
+                    n if KERNEL_CONSTANTS.iter().any(|(c, _)| *c == n) => {
+                        Expr::Int(KERNEL_CONSTANTS.iter().find(|(c, _)| *c == n).map_or(0, |(_, v)| *v))
                     }
                     n if BUILTINS.iter().any(|(b, _)| *b == n) => {
                         let b = BUILTINS.iter().find(|(b, _)| *b == n).map(|(_, b)| *b).unwrap_or(B::Pid);
@@ -636,6 +686,13 @@ impl Parser<'_> {
             other => return err(at, format!("syntax error, unexpected {}", describe(&other))),
         })
     }
+}
+
+/// `argN`'s N, for N of 0 to 11 written without leading zeros.
+fn arg_index(name: &str) -> Option<u8> {
+    let n = name.strip_prefix("arg")?;
+    let ok = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'));
+    n.parse::<u8>().ok().filter(|i| ok && *i < 12)
 }
 
 /// The operator a compound assignment applies.

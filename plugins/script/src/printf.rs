@@ -152,7 +152,7 @@ pub fn format(fmt: &Format, args: &[Value], out: &mut String) {
 
 fn conv(s: &Spec, v: &Value, out: &mut String) {
     let int = || match v {
-        Value::Int(i) => *i,
+        Value::Int(i) | Value::Ptr(i, _) => *i,
         Value::Str(t) => t.trim().parse().unwrap_or(0),
         Value::Stack(_) => v.int(),
     };
@@ -210,5 +210,85 @@ fn pad(s: &Spec, sign: &str, body: &str, zero: bool, out: &mut String) {
         out.extend(std::iter::repeat_n(' ', fill));
         out.push_str(sign);
         out.push_str(body);
+    }
+}
+
+/// `time(FORMAT)`: `secs` (seconds since the epoch, already in local time) as C's
+/// `strftime` writes it, for its conversions of dates and times (`%H:%M:%S`, `%Y-%m-%d`,
+/// `%a %b %e`, `%T`, `%F`, `%s`…); an unknown conversion is written as it is.
+pub fn strftime(fmt: &str, secs: i64, out: &mut String) {
+    const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (h, m, s) = (sod / 3600, sod / 60 % 60, sod % 60);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy_mar = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy_mar + 2) / 153;
+    let d = doy_mar - (153 * mp + 2) / 5 + 1;
+    let mon = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(mon <= 2);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let before = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334][(mon - 1) as usize];
+    let yday = before + d + i64::from(leap && mon > 2);
+    let wday = (days + 4).rem_euclid(7) as usize;
+    let (day_name, month_name) = (DAYS[wday], MONTHS[(mon - 1) as usize]);
+    let h12 = if h % 12 == 0 { 12 } else { h % 12 };
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let Some(conv) = chars.next() else {
+            out.push('%');
+            break;
+        };
+        match conv {
+            'H' => out.push_str(&format!("{h:02}")),
+            'M' => out.push_str(&format!("{m:02}")),
+            'S' => out.push_str(&format!("{s:02}")),
+            'I' => out.push_str(&format!("{h12:02}")),
+            'p' => out.push_str(if h < 12 { "AM" } else { "PM" }),
+            'Y' => out.push_str(&year.to_string()),
+            'y' => out.push_str(&format!("{:02}", year.rem_euclid(100))),
+            'm' => out.push_str(&format!("{mon:02}")),
+            'd' => out.push_str(&format!("{d:02}")),
+            'e' => out.push_str(&format!("{d:2}")),
+            'j' => out.push_str(&format!("{yday:03}")),
+            'a' => out.push_str(&day_name[..3]),
+            'A' => out.push_str(day_name),
+            'b' | 'h' => out.push_str(&month_name[..3]),
+            'B' => out.push_str(month_name),
+            'T' => out.push_str(&format!("{h:02}:{m:02}:{s:02}")),
+            'R' => out.push_str(&format!("{h:02}:{m:02}")),
+            'F' => out.push_str(&format!("{year}-{mon:02}-{d:02}")),
+            'D' => out.push_str(&format!("{mon:02}/{d:02}/{:02}", year.rem_euclid(100))),
+            's' => out.push_str(&secs.to_string()),
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            '%' => out.push('%'),
+            other => {
+                out.push('%');
+                out.push(other);
+            }
+        }
     }
 }

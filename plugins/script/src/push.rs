@@ -55,7 +55,7 @@ fn stmt_uses(body: &[Stmt], n: &mut HashMap<String, usize>) {
                 (None, Vec::new())
             }
             Stmt::Expr(e) => (None, vec![e]),
-            Stmt::Exit => (None, Vec::new()),
+            Stmt::Exit | Stmt::Time(_) => (None, Vec::new()),
         };
         if let Some(m) = map {
             *n.entry(m.clone()).or_default() += 1;
@@ -72,7 +72,11 @@ fn expr_uses(e: &Expr, n: &mut HashMap<String, usize>) {
             *n.entry(map.clone()).or_default() += 1;
             keys.iter().for_each(|k| expr_uses(k, n));
         }
-        Expr::Unary(_, a) | Expr::Str1(a) => expr_uses(a, n),
+        Expr::Unary(_, a) | Expr::Str1(a, None) => expr_uses(a, n),
+        Expr::Str1(a, Some(b)) => {
+            expr_uses(a, n);
+            expr_uses(b, n);
+        }
         Expr::Binary(_, a, b, _) => {
             expr_uses(a, n);
             expr_uses(b, n);

@@ -309,3 +309,105 @@ fn a_tracepoint_wildcard_subscribes_to_each_match_and_streams_its_block() {
     let (_, plan) = Script::new("t:s*:sched_process_e* { @ = count(); }", Vec::new()).unwrap();
     assert_eq!(plan.subscriptions.len(), 2);
 }
+
+#[test]
+fn strings_are_asked_for_where_the_pointer_is_read_and_str_gives_them() {
+    use wasmtap_sdk::{testing, Field, FieldType, ProbeSchema};
+    let program = r#"
+        t:syscalls:sys_enter_openat { printf("%s %s\n", comm, str(args.filename)); @path[tid] = args.filename; }
+        t:syscalls:sys_exit_openat /@path[tid]/ { printf("%d %s|%s\n", args.ret, str(@path[tid]), str(@path[tid], 5)); delete(@path[tid]); }
+        t:syscalls:sys_enter_read { @n = count(); }
+        u:/bin/sh:readline, ur:/bin/sh:readline { @u[str(arg1), str(retval)] = count(); }
+    "#;
+    testing::strings_asked();
+    let (mut s, plan) = Script::new(program, Vec::new()).unwrap();
+    assert_eq!(
+        testing::strings_asked(),
+        [
+            ("tracepoint:syscalls:sys_enter_openat".to_string(), vec!["filename".to_string()]),
+            ("uprobe:/bin/sh:readline".to_string(), vec!["arg1".to_string()]),
+            ("uretprobe:/bin/sh:readline".to_string(), vec!["retval".to_string()]),
+        ],
+        "the entry's pointer, stored for the exit's str(); none for a probe that reads no string"
+    );
+    assert_eq!(plan.subscriptions.len(), 4, "sys_enter_read counts in the kernel");
+
+    // The entry's record carries the path; the exit's does not, and prints what was stored.
+    let filename = Field {
+        name: "filename".into(),
+        c_type: "const char *".into(),
+        kind: FieldType::Unsigned,
+        offset: 24,
+        size: 8,
+        count: 1,
+        signed: false,
+    };
+    let ret = Field {
+        name: "ret".into(),
+        c_type: "long".into(),
+        kind: FieldType::Signed,
+        offset: 16,
+        size: 8,
+        count: 1,
+        signed: true,
+    };
+    testing::set_schema(
+        0,
+        ProbeSchema { probe: plan.subscriptions[0].probe.clone(), fields: vec![filename], args: vec![] },
+    );
+    testing::set_schema(1, ProbeSchema { probe: plan.subscriptions[1].probe.clone(), fields: vec![ret], args: vec![] });
+    let mut entry = vec![0u8; 32];
+    test_records::put(&mut entry, 24, &0x7ffd_1000u64.to_le_bytes());
+    let enter = test_records::with_strings(test_records::tracepoint(9, 0, 1, &entry), &[(24, Some(b"/etc/hosts"))]);
+    let mut ex = vec![0u8; 24];
+    test_records::put(&mut ex, 16, &(-2i64).to_le_bytes());
+    let exit = test_records::tracepoint(9, 1, 2, &ex);
+    let unreadable = test_records::with_strings(test_records::tracepoint(9, 0, 1, &entry), &[(24, None)]);
+    let text = offer(&mut s, &[enter, exit.clone(), unreadable, exit]);
+    assert_eq!(text, "kill /etc/hosts\n-2 /etc/hosts|/etc\nkill \n-2 |\n");
+}
+
+#[test]
+fn time_formats_as_strftime_does() {
+    let mut out = String::new();
+    // 2026-12-01 19:36:26 UTC was a Tuesday, day 335 of the year.
+    crate::printf::strftime("%H:%M:%S %Y-%m-%d %a %b %e %j %T %F %I%p %% %q", 1_796_153_786, &mut out);
+    assert_eq!(out, "19:36:26 2026-12-01 Tue Dec  1 335 19:36:26 2026-12-01 07PM % %q");
+    out.clear();
+    crate::printf::strftime("%F %T|%D", 951_782_400, &mut out);
+    assert_eq!(out, "2000-02-29 00:00:00|02/29/00", "a leap day");
+    out.clear();
+    crate::printf::strftime("%F %T", -1, &mut out);
+    assert_eq!(out, "1969-12-31 23:59:59");
+}
+
+#[test]
+fn what_bpftraces_tools_are_written_with_parses_and_runs() {
+    // The C preprocessor's lines, the headers' constants, scientific integers,
+    // print(@m, N) and cpu.
+    let program = "#!/usr/bin/env bpftrace\n#include <linux/sched.h>\n  #ifndef X\n#endif\n\
+                   t:a:b { @m[pid] = count(); $s = 1e6 + 2e0 + TASK_RUNNING + TASK_UNINTERRUPTIBLE; \
+                   printf(\"%d\\n\", $s); }\n\
+                   END { print(@m, 2); }";
+    let mut s = script(program);
+    let text = offer(
+        &mut s,
+        &[
+            event(1, b"a", 0),
+            event(2, b"b", 0),
+            event(2, b"b", 0),
+            event(3, b"c", 0),
+            event(3, b"c", 0),
+            event(3, b"c", 0),
+        ],
+    );
+    assert_eq!(text.lines().next(), Some("1000004"));
+    let mut out = Output::new();
+    s.on_tick(1, 0, &mut out);
+    assert_eq!(out.text(), "@m[2]: 2\n@m[3]: 3\n\n", "the two largest");
+    let e = refused("t:a:b { @c = lhist(cpu, 0, 8, 1); }");
+    assert!(e.contains("cpu is recorded with profile and software events only, not with `tracepoint:a:b`"), "{e}");
+    script("profile:hz:99 /pid/ { @cpu = lhist(cpu, 0, 1000, 1); }");
+    let e = refused("t:a:b { $x = 1e99; }");
+    assert!(e.contains("invalid integer `1e99`"), "{e}");
+}

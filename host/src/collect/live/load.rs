@@ -211,10 +211,10 @@ pub(super) fn configure(
             }
         }
         Collector::Tracepoint => {
-            let mut m: HashMap<_, u32, [u8; 80]> =
+            let mut m: HashMap<_, u32, [u8; 96]> =
                 HashMap::try_from(map_of(c, obj, "TP_CONFIG")?).map_err(map_err("TP_CONFIG"))?;
             for (slot, tp) in table.tracepoints.iter().enumerate() {
-                let mut v = [0u8; 80];
+                let mut v = [0u8; 96];
                 let fmt = &tp.format;
                 v[0..2].copy_from_slice(&(fmt.fixed_size().min(u16::MAX as u32) as u16).to_le_bytes());
                 let dynamic: Vec<&crate::collect::tracefs::Field> = fmt.dynamic_fields().take(4).collect();
@@ -226,6 +226,11 @@ pub(super) fn configure(
                 }
                 v[12..16].copy_from_slice(&(slot as u32).to_le_bytes());
                 v[16..80].copy_from_slice(&preds_bytes(&tp.preds));
+                let strings = &tp.strings[..tp.strings.len().min(table::STRINGS_MAX)];
+                v[80] = strings.len() as u8;
+                for (i, off) in strings.iter().enumerate() {
+                    v[82 + 2 * i..84 + 2 * i].copy_from_slice(&off.to_le_bytes());
+                }
                 m.insert(fmt.id, v, 0).map_err(map_err("TP_CONFIG"))?;
             }
         }
@@ -241,6 +246,9 @@ pub(super) fn configure(
                 };
                 v[1] = u.usdt.as_ref().map_or(0, |a| a.len().min(wasmtap_abi::user::ARGS_MAX)) as u8;
                 v[2] = u.stacks;
+                let strings = &u.strings[..u.strings.len().min(table::STRINGS_MAX)];
+                v[3] = strings.len() as u8;
+                v[4..4 + strings.len()].copy_from_slice(strings);
                 for (i, a) in u.usdt.iter().flatten().take(wasmtap_abi::user::ARGS_MAX).enumerate() {
                     let o = 8 + 16 * i;
                     v[o] = a.loc;

@@ -32,7 +32,7 @@ use wasmtap_abi::Kind;
 use super::counter_rows::{self, writable_by};
 use super::map_sizes::MapSizes;
 use super::probes::{collector_of, Collector};
-use super::table::{Pred, ProbeTable, KERNEL_PREDS_MAX};
+use super::table::{self, Pred, ProbeTable, KERNEL_PREDS_MAX};
 use super::Chunk;
 use crate::accounting::{AggLosses, KernelCounters, KindCounters, LossReason};
 use crate::collect::agg_maps::{

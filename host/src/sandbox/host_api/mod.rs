@@ -140,6 +140,9 @@ pub(super) struct HostState {
     /// while `start` runs.
     pub lister: super::SharedLister,
     pub expand_calls: u32,
+    /// `probes.user-strings` requests of the current `start`, and how many more it may make.
+    pub strings_asked: Vec<(String, Vec<String>)>,
+    pub strings_calls: u32,
 }
 
 /// What `services.symbolize` answers from, may reach, and has cost in the current call.
@@ -171,6 +174,8 @@ impl HostState {
             symbolize,
             lister: super::SharedLister::default(),
             expand_calls: 0,
+            strings_asked: Vec::new(),
+            strings_calls: 0,
         }
     }
 

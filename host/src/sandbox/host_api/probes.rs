@@ -9,6 +9,10 @@ pub const EXPAND_CALLS: u32 = 64;
 pub const EXPAND_NAMES: usize = 1024;
 /// Bytes of a pattern.
 const PATTERN_BYTES: usize = 256;
+/// `probes.user-strings` calls a plugin's `start` may make.
+pub const STRINGS_CALLS: u32 = 64;
+/// Bytes of a probe or field name in a `probes.user-strings` call.
+const STRINGS_NAME_BYTES: usize = 256;
 
 impl probes::Host for StoreState {
     fn schema(&mut self, sub: u32) -> wasmtime::Result<Option<types::ProbeSchema>> {
@@ -25,6 +29,51 @@ impl probes::Host for StoreState {
         self.host.expand_calls -= 1;
         Ok(expand(&self.host.lister, &pattern))
     }
+
+    fn user_strings(&mut self, probe: String, fields: Vec<String>) -> wasmtime::Result<Result<(), String>> {
+        if self.host.strings_calls == 0 {
+            return Ok(Err(format!(
+                "`{}`: strings are asked for in `start` only, at most {STRINGS_CALLS} times",
+                probe.chars().take(64).collect::<String>()
+            )));
+        }
+        self.host.strings_calls -= 1;
+        Ok(user_strings(&mut self.host.strings_asked, probe, fields))
+    }
+}
+
+/// Note a `probes.user-strings` request in `asked`, bounded; the plan checks its fields.
+pub(crate) fn user_strings(
+    asked: &mut Vec<(String, Vec<String>)>,
+    probe: String,
+    fields: Vec<String>,
+) -> Result<(), String> {
+    let max = crate::collect::table::STRINGS_MAX;
+    if probe.len() > STRINGS_NAME_BYTES || fields.iter().any(|f| f.len() > STRINGS_NAME_BYTES) {
+        return Err(format!("a probe or field name longer than {STRINGS_NAME_BYTES} bytes"));
+    }
+    if fields.is_empty() {
+        return Err(format!("`{probe}`: no field named"));
+    }
+    let at = match asked.iter().position(|(p, _)| *p == probe) {
+        Some(at) => at,
+        None => {
+            asked.push((probe.clone(), Vec::new()));
+            asked.len() - 1
+        }
+    };
+    let have = &mut asked[at].1;
+    for f in fields {
+        if !have.contains(&f) {
+            have.push(f);
+        }
+    }
+    if have.len() > max {
+        let n = have.len();
+        asked.remove(at);
+        return Err(format!("`{probe}`: strings of {n} fields asked for (at most {max} a probe)"));
+    }
+    Ok(())
 }
 
 /// The tracepoints matching `pattern`, from `lister` or the live system, bounded.
@@ -67,6 +116,21 @@ mod tests {
             Ok(names.iter().filter(|n| n["tracepoint:".len()..].starts_with(prefix)).cloned().collect())
         }));
         shared
+    }
+
+    #[test]
+    fn strings_asked_for_are_kept_per_probe_once_each_and_bounded() {
+        let mut asked = Vec::new();
+        let probe = "tracepoint:syscalls:sys_enter_openat".to_string();
+        assert_eq!(user_strings(&mut asked, probe.clone(), vec!["filename".into()]), Ok(()));
+        assert_eq!(user_strings(&mut asked, probe.clone(), vec!["filename".into(), "a".into()]), Ok(()));
+        assert_eq!(asked, [(probe.clone(), vec!["filename".to_string(), "a".to_string()])]);
+        let err = user_strings(&mut asked, probe.clone(), vec!["b".into(), "c".into(), "d".into()]).unwrap_err();
+        assert_eq!(err, "`tracepoint:syscalls:sys_enter_openat`: strings of 5 fields asked for (at most 4 a probe)");
+        assert!(asked.is_empty(), "a refused request leaves nothing of the probe's");
+        assert!(user_strings(&mut asked, "p".into(), vec![]).unwrap_err().contains("no field named"));
+        let long = "x".repeat(300);
+        assert!(user_strings(&mut asked, long, vec!["f".into()]).unwrap_err().contains("longer than 256 bytes"));
     }
 
     #[test]
