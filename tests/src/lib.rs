@@ -13,6 +13,14 @@ pub fn target_dir() -> PathBuf {
     exe.ancestors().nth(3).expect("target/<profile>/deps/<test>").to_path_buf()
 }
 
+/// bpftrace's own tool `name` (its `tools/NAME.bt`) as Debian's bpftrace package (0.17)
+/// ships it, unpacked by `./x setup` into `target/bpftrace-tools`: run unchanged.
+pub fn bpftrace_tool(name: &str) -> PathBuf {
+    let path = target_dir().join("bpftrace-tools/usr/sbin").join(format!("{name}.bt"));
+    assert!(path.is_file(), "{} is missing: `./x setup` unpacks Debian's bpftrace package there", path.display());
+    path
+}
+
 /// The `wasmtap` binary of this build.
 pub fn wasmtap_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");

@@ -206,9 +206,10 @@ impl Interp {
                 let wall_s = (cx.now as i64 + offset).div_euclid(1_000_000_000) + self.utc_offset_s;
                 crate::printf::strftime(fmt, wall_s, &mut self.printed);
             }
+            // bpftrace's clear() deletes every key; zero() keeps them at zero.
             Stmt::Clear { map, slot, .. } => match self.map_mut(map, slot) {
                 Some(Map::Stats { values, .. }) => values.clear(),
-                Some(Map::Agg { agg, .. }) => agg.clear(),
+                Some(Map::Agg { agg, .. }) => agg.trunc(0),
                 Some(Map::Plain { values, .. }) => values.clear(),
                 Some(Map::Kernel { .. }) | None => {}
             },
@@ -525,6 +526,16 @@ fn user_value(u: &wasmtap_sdk::UserProbe<'_>, i: usize, v: u64) -> Value {
 }
 
 fn arg(field: &str, cx: &Ctx<'_, '_>) -> Result<Value, Fault> {
+    // `tracepoint:raw_syscalls:sys_enter` and `sys_exit` come as the syscall records.
+    match (cx.ev, field) {
+        (Some(Event::SysEnter(e)), "id") => return Ok(Value::Int(e.id())),
+        (Some(Event::SysExit(e)), "id") => return Ok(Value::Int(e.id())),
+        (Some(Event::SysExit(e)), "ret") => return Ok(Value::Int(e.ret())),
+        (Some(Event::SysEnter(_) | Event::SysExit(_)), _) => {
+            return Err(Fault(format!("{} has no field `{field}` here (it has: id, ret at exits)", cx.probe)))
+        }
+        _ => {}
+    }
     let Some(Event::Tracepoint(tp)) = cx.ev else {
         return Err(Fault(format!("args.{field}: {} has no args", cx.probe)));
     };

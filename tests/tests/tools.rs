@@ -1,0 +1,242 @@
+//! bpftrace's own tools, run unchanged: the `tools/*.bt` of Debian's bpftrace package
+//! (0.17, unpacked by `./x setup`), each as `wasmtap script TOOL.bt` over a workload with
+//! a known outcome. Live: they need root and BPF, and in CI they run and must pass.
+//! docs/one-liners.md lists every tool of that package with its status here.
+
+use wasmtap_tests::*;
+
+/// `tool` run by `wasmtap script` under `-c cmd`; its stdout, after its exit code 0.
+fn tool(name: &str, cmd: &str) -> String {
+    let o = run(wasmtap().arg("script").arg(bpftrace_tool(name)).args(["-c", cmd]));
+    assert_eq!(o.status.code(), Some(0), "{name}: {}\n{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// The whitespace-separated columns of `out`'s lines that have `n` of them.
+fn rows(out: &str, n: usize) -> Vec<Vec<&str>> {
+    out.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).filter(|r| r.len() == n).collect()
+}
+
+/// The counts of the histogram buckets (`[lo, hi)   N |@@@|`, `[n]   N |@|`) in `out`,
+/// added up.
+fn hist_total(out: &str) -> u64 {
+    let count = |l: &str| l.split([')', ']']).nth(1)?.split('|').next()?.trim().parse::<u64>().ok();
+    out.lines().filter(|l| l.starts_with('[')).filter_map(count).sum()
+}
+
+/// A `HH:MM:SS` column, as `time("%H:%M:%S")` prints it.
+fn is_time(s: &str) -> bool {
+    s.len() == 8 && s.bytes().enumerate().all(|(i, b)| if i == 2 || i == 5 { b == b':' } else { b.is_ascii_digit() })
+}
+
+#[test]
+fn opensnoop_shows_every_open_with_its_fd_errno_and_path() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let out = tool("opensnoop", &format!("{} tools 0 120 0", workload("markers").display()));
+    assert!(
+        out.starts_with("Tracing open syscalls... Hit Ctrl-C to end.\nPID    COMM               FD ERR PATH\n"),
+        "{out}"
+    );
+    let opens: Vec<_> = rows(&out, 5).into_iter().filter(|r| r[4].starts_with("/tmp/wt-marker-tools-")).collect();
+    assert_eq!(opens.len(), 120, "{out}");
+    for (i, r) in opens.iter().enumerate() {
+        assert_eq!(&r[1..], ["markers", "-1", "2", &format!("/tmp/wt-marker-tools-{i}")], "{out}");
+    }
+    // The loader's opens succeed: a descriptor and errno 0.
+    assert!(rows(&out, 5).iter().any(|r| r[1] == "markers" && r[3] == "0" && r[2].parse::<i32>().unwrap_or(-1) >= 0));
+}
+
+#[test]
+fn statsnoop_shows_the_stat_family_by_path() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let out = tool("statsnoop", &format!("{} stat 25", workload("tool_calls").display()));
+    let stats: Vec<_> =
+        rows(&out, 4).into_iter().filter(|r| r[1] == "tool_calls" && r[3].starts_with("/tmp/wt-stat-")).collect();
+    // stat, lstat, statfs and statx of each path, each ENOENT.
+    assert_eq!(stats.len(), 100, "{out}");
+    for i in 0..25 {
+        let path = format!("/tmp/wt-stat-{i}");
+        assert_eq!(stats.iter().filter(|r| r[3] == path && r[2] == "2").count(), 4, "{path}: {out}");
+    }
+}
+
+#[test]
+fn killsnoop_shows_each_signal_its_target_and_result() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let o = run(wasmtap()
+        .arg("script")
+        .arg(bpftrace_tool("killsnoop"))
+        .args(["-c", &format!("{} kill 30", workload("tool_calls").display())]));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let pid = err.split_whitespace().skip_while(|w| *w != "kill").nth(1).expect("the workload's pid");
+    let kills: Vec<_> = rows(&out, 6).into_iter().filter(|r| r[2] == "tool_calls").collect();
+    assert_eq!(kills.len(), 60, "{out}");
+    assert!(kills.iter().all(|r| is_time(r[0]) && r[1] == pid && r[3] == "0"), "{out}");
+    assert_eq!(kills.iter().filter(|r| r[4] == pid && r[5] == "0").count(), 30, "{out}");
+    assert_eq!(kills.iter().filter(|r| r[4] == "4194303" && r[5] == "-3").count(), 30, "ESRCH: {out}");
+}
+
+#[test]
+fn syncsnoop_shows_every_sync_call_by_probe() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let out = tool("syncsnoop", &format!("{} sync 5", workload("tool_calls").display()));
+    let calls: Vec<_> = rows(&out, 4).into_iter().filter(|r| r[2] == "tool_calls" && is_time(r[0])).collect();
+    for call in ["sync", "syncfs", "fsync", "fdatasync", "sync_file_range", "msync"] {
+        let probe = format!("tracepoint:syscalls:sys_enter_{call}");
+        assert_eq!(calls.iter().filter(|r| r[3] == probe).count(), 5, "{probe}: {out}");
+    }
+    assert_eq!(calls.len(), 30, "{out}");
+}
+
+#[test]
+fn setuids_shows_each_call_with_its_arguments_and_result() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let out = tool("setuids", &format!("{} setuid 7", workload("tool_calls").display()));
+    for line in ["setuid    uid=0 (0)", "setfsuid  uid=0 (prevuid=0)", "setresuid ruid=0 euid=0 suid=0 (0)"] {
+        let n = out.lines().filter(|l| l.contains(" tool_calls ") && l.ends_with(line)).count();
+        assert_eq!(n, 7, "{line}: {out}");
+    }
+}
+
+#[test]
+fn gethostlatency_shows_each_lookup_with_the_name_asked_for() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let out = tool("gethostlatency", &format!("{} resolve 10", workload("tool_calls").display()));
+    let lookups: Vec<_> = rows(&out, 5).into_iter().filter(|r| r[2] == "tool_calls").collect();
+    // getaddrinfo, gethostbyname and gethostbyname2, each 10 times; /etc/hosts answers in
+    // well under a second.
+    assert_eq!(lookups.len(), 30, "{out}");
+    assert!(lookups
+        .iter()
+        .all(|r| is_time(r[0]) && r[4] == "localhost" && r[3].parse::<u64>().is_ok_and(|ms| ms < 1000)));
+}
+
+#[test]
+fn pidpersec_counts_the_forks_of_each_second() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 40 children at once, then 1.5 s alive: at least one second's line sees them.
+    let out = tool("pidpersec", &format!("{} fork 40 1500", workload("tool_calls").display()));
+    let per_second: Vec<u64> = out
+        .lines()
+        .filter_map(|l| {
+            let (time, n) = l.split_once(" PIDs/sec: @: ")?;
+            assert!(is_time(time), "{l}");
+            n.parse().ok()
+        })
+        .collect();
+    assert_eq!(per_second.iter().sum::<u64>(), 40, "{out}");
+}
+
+#[test]
+fn syscount_counts_syscalls_by_id_and_process_and_prints_the_top_ten() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let out = tool("syscount", &format!("{} 100000", workload("getppid_loop").display()));
+    let (ids, procs) = out.split_once("Top 10 processes:\n").unwrap_or_else(|| panic!("{out}"));
+    let ids = ids.split_once("Top 10 syscalls IDs:\n").map(|(_, t)| t).unwrap_or_else(|| panic!("{out}"));
+    // getppid is syscall 110 on x86_64; the top ten are printed, the largest last.
+    assert_eq!(map_value(ids, "syscall", "110"), Some(100000), "{out}");
+    assert_eq!(ids.lines().filter(|l| l.starts_with("@syscall[")).count(), 10, "{out}");
+    assert!(ids.trim_end().ends_with("@syscall[110]: 100000"), "{out}");
+    let n = map_value(procs, "process", "getppid_loop").unwrap_or_else(|| panic!("{out}"));
+    assert!((100_000..100_200).contains(&n), "{out}");
+    // clear() in END: nothing more is printed after the top tens.
+    assert_eq!(out.matches("@syscall[110]").count(), 1, "{out}");
+}
+
+#[test]
+fn runqlat_histograms_the_run_queue_latency_of_every_wakeup() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // System-wide, as the tool is: a command that sleeps 100 times is woken 100 times.
+    let slices = workload("slices");
+    let mut bg = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("sleep 0.5; exec {} 100 1", slices.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let o = run(wasmtap().arg("script").arg(bpftrace_tool("runqlat")).args(["-d", "2500ms"]));
+    bg.wait().unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.starts_with("Tracing CPU scheduler... Hit Ctrl-C to end.\n") && out.contains("@usecs:\n"), "{out}");
+    let samples = hist_total(&out);
+    assert!(samples >= 100, "{samples} latencies: {out}");
+}
+
+#[test]
+fn cpuwalk_samples_the_cpus_a_command_runs_on() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // One second of CPU at 99 samples a second.
+    let out = tool("cpuwalk", &format!("{} 1000", workload("spin_func").display()));
+    assert!(out.contains("@cpu:\n"), "{out}");
+    let samples = hist_total(&out);
+    assert!((85..=115).contains(&samples), "{samples} samples: {out}");
+}
+
+#[test]
+fn bashreadline_shows_the_commands_typed_into_bash() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // An interactive bash on a terminal of script(1)'s, typed into.
+    let typed =
+        r#"printf 'echo wt-typed-1\necho wt-typed-2\nexit\n' | script -qfc 'bash --norc --noprofile -i' /dev/null"#;
+    let out = tool("bashreadline", &format!("sh -c \"sleep 0.3; {} >/dev/null\"", typed.replace('"', "\\\"")));
+    let lines: Vec<_> = rows(&out, 4).into_iter().filter(|r| is_time(r[0])).collect();
+    for cmd in ["wt-typed-1", "wt-typed-2"] {
+        assert_eq!(lines.iter().filter(|r| r[2] == "echo" && r[3] == cmd).count(), 1, "{cmd}: {out}");
+    }
+}
+
+#[test]
+fn writeback_shows_the_writeback_a_sync_starts() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let file = std::env::temp_dir().join(format!("wasmtap-writeback-{}", std::process::id()));
+    let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=16 status=none; sync", file.display());
+    let mut bg = std::process::Command::new("sh").args(["-c", &cmd]).spawn().unwrap();
+    let o = run(wasmtap().arg("script").arg(bpftrace_tool("writeback")).args(["-d", "3s"]));
+    bg.wait().unwrap();
+    let _ = std::fs::remove_file(&file);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // TIME DEVICE PAGES REASON ms: the sync's writeback of the file's dirty pages.
+    let synced: Vec<_> = rows(&out, 5).into_iter().filter(|r| is_time(r[0]) && r[3] == "sync").collect();
+    assert!(!synced.is_empty(), "{out}");
+    assert!(synced.iter().all(|r| r[1].contains(':') && r[2].parse::<u64>().is_ok() && r[4].contains('.')), "{out}");
+}
