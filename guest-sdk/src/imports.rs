@@ -66,6 +66,20 @@ fn expand_import(pattern: &str) -> Result<Vec<String>, String> {
     crate::bindings::wasmtap::plugin::probes::expand(pattern)
 }
 
+/// The layout a subscription to tracepoint `probe` (`tracepoint:CATEGORY:NAME`) would
+/// have, before subscribing: on the live system this kernel's format, in a replay the
+/// recording's. Call it in [`Plugin::start`](crate::Plugin::start), to plan by a field's
+/// type (at most 1024 times); elsewhere it answers an error. In a native build,
+/// [`testing::set_described`] says what there is.
+pub fn describe(probe: &str) -> Result<crate::ProbeSchema, String> {
+    describe_import(probe)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn describe_import(probe: &str) -> Result<crate::ProbeSchema, String> {
+    crate::bindings::wasmtap::plugin::probes::describe(probe)
+}
+
 /// Ask that the records of this plan's subscriptions to `probe` carry the strings the
 /// pointer fields `fields` point to in the traced process (bpftrace's
 /// `str(args.filename)`), read in the kernel as the probe fires: a tracepoint's pointer
@@ -99,8 +113,8 @@ pub(crate) fn symbolize(requests: &[StackRequest]) -> Vec<Vec<Frame>> {
 
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) use testing::{
-    expand as expand_import, log, read_aggregation as read_aggregation_import, schema, symbolize,
-    user_strings as user_strings_import,
+    describe as describe_import, expand as expand_import, log, read_aggregation as read_aggregation_import, schema,
+    symbolize, user_strings as user_strings_import,
 };
 
 /// Stand-ins for the host's `schema`, `symbolize`, `read-aggregation` and `log`
@@ -142,6 +156,23 @@ pub mod testing {
         static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
         static TRACEPOINTS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
         static STRINGS: RefCell<Vec<(String, Vec<String>)>> = const { RefCell::new(Vec::new()) };
+        static DESCRIBED: RefCell<Vec<ProbeSchema>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Answer [`describe`](crate::describe) of `schema.probe` with `schema` from now on,
+    /// as the host answers from the system's tracepoints; other probes are unknown.
+    pub fn set_described(schema: ProbeSchema) {
+        DESCRIBED.with(|d| {
+            let mut d = d.borrow_mut();
+            d.retain(|s| s.probe != schema.probe);
+            d.push(schema);
+        });
+    }
+
+    pub(crate) fn describe(probe: &str) -> Result<ProbeSchema, String> {
+        DESCRIBED
+            .with(|d| d.borrow().iter().find(|s| s.probe == probe).cloned())
+            .ok_or_else(|| format!("no tracepoint `{probe}` here"))
     }
 
     /// The [`user_strings`](crate::user_strings) requests made on this thread since the

@@ -293,7 +293,7 @@ pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHashSet, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};
 #[cfg(not(target_arch = "wasm32"))]
 pub use imports::testing;
-pub use imports::{exit, expand, read_aggregation, user_strings};
+pub use imports::{describe, exit, expand, read_aggregation, user_strings};
 pub use interval::Interval;
 pub use kernel::AggId;
 pub use output::Output;

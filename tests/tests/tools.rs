@@ -240,3 +240,34 @@ fn writeback_shows_the_writeback_a_sync_starts() {
     assert!(!synced.is_empty(), "{out}");
     assert!(synced.iter().all(|r| r[1].contains(':') && r[2].parse::<u64>().is_ok() && r[4].contains('.')), "{out}");
 }
+
+#[test]
+fn bitesize_histograms_the_request_sizes_by_process() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    // 8 direct writes of 1 MiB reach the disk as requests of dd's (split as the device
+    // takes them): its histogram, keyed by the tracepoint's text field `comm`.
+    let file = std::env::temp_dir().join(format!("wasmtap-bitesize-{}", std::process::id()));
+    let out =
+        tool("bitesize", &format!("dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display()));
+    let _ = std::fs::remove_file(&file);
+    assert!(out.contains("\nI/O size (bytes) histograms by process name:\n@[dd]:\n"), "{out}");
+    let bytes: u64 = out
+        .lines()
+        .filter_map(|l| {
+            let lo = l.strip_prefix('[')?.split(',').next()?;
+            let lo: u64 = match lo.strip_suffix('K') {
+                Some(k) => k.parse::<u64>().ok()? << 10,
+                None => match lo.strip_suffix('M') {
+                    Some(m) => m.parse::<u64>().ok()? << 20,
+                    None => lo.parse().ok()?,
+                },
+            };
+            Some(lo * l.split([')', ']']).nth(1)?.split('|').next()?.trim().parse::<u64>().ok()?)
+        })
+        .sum();
+    // Each request counted at its bucket's low end: at most the 8 MiB written, at least half.
+    assert!(((4 << 20)..=(8 << 20)).contains(&bytes), "{bytes} bytes: {out}");
+}

@@ -27,6 +27,14 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
             let glob = |p: &&String| crate::collect::tracefs::glob(pattern, &p["tracepoint:".len()..]);
             Ok(recorded.iter().filter(glob).cloned().collect())
         }));
+        // And one that asks for a tracepoint's layout, the recording's.
+        let formats: Vec<_> = r.header.table.tracepoints.iter().map(|t| t.format.clone()).collect();
+        sandbox.set_describer(Box::new(move |probe| {
+            crate::collect::plan::describe(probe, |category, name| {
+                let found = formats.iter().find(|f| f.category == category && f.name == name);
+                found.cloned().ok_or_else(|| format!("tracepoint `{category}:{name}` is not in the recording"))
+            })
+        }));
     }
     let Some(mut plugins) =
         super::run::start_plugins(&sandbox, &args.plugins, &args.common, "replay", false, &|l| l, None)?

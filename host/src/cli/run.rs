@@ -140,6 +140,10 @@ fn trace(
         Some(l) => l.lister()?,
         None => Box::new(crate::collect::tracefs::tracepoint_names),
     });
+    sandbox.set_describer(match &link {
+        Some(l) => l.describer()?,
+        None => Box::new(|probe| crate::collect::plan::describe(probe, crate::collect::plan::live_format)),
+    });
     sandbox.set_trust(match &tenant {
         Some(t) => t.trust.clone(),
         None => Trust::for_run(common.trust.as_deref())?,

@@ -113,7 +113,7 @@ impl Planner {
                 let planned = Planned {
                     matcher: Matcher::Tracepoint(format.id),
                     pred_base: wasmtap_abi::tracepoint::DATA,
-                    schema: Some(schema(format.fields.iter().map(wire_field).collect(), Vec::new())),
+                    schema: Some(tracepoint_schema(&wire.probe, &format)),
                     preds: compiled,
                 };
                 let offsets = strings
@@ -290,6 +290,33 @@ impl Planner {
 /// The comparisons the collectors can evaluate: the first few.
 fn kernel_preds(preds: &[Pred]) -> Vec<Pred> {
     preds.iter().take(table::KERNEL_PREDS_MAX).copied().collect()
+}
+
+/// The schema of a subscription to `probe`, a tracepoint of `format`.
+pub fn tracepoint_schema(probe: &str, format: &tracefs::Format) -> types::ProbeSchema {
+    types::ProbeSchema {
+        probe: probe.to_string(),
+        fields: format.fields.iter().map(wire_field).collect(),
+        args: Vec::new(),
+    }
+}
+
+/// `probes.describe` of tracepoint `probe` (`tracepoint:CATEGORY:NAME`) by `format`,
+/// which finds a category's and name's format (the live system's, a recording's, the
+/// collectors' side's).
+pub fn describe(
+    probe: &str,
+    format: impl Fn(&str, &str) -> Result<tracefs::Format, String>,
+) -> Result<types::ProbeSchema, String> {
+    let rest = probe.strip_prefix("tracepoint:").ok_or_else(|| format!("`{probe}` is not a tracepoint"))?;
+    let (category, name) = rest.split_once(':').ok_or_else(|| format!("`{probe}` is not a tracepoint"))?;
+    format(category, name).map(|f| tracepoint_schema(probe, &f))
+}
+
+/// The live system's format of tracepoint `category:name`, or why not (with the nearest
+/// names of a tracepoint it lacks).
+pub fn live_format(category: &str, name: &str) -> Result<tracefs::Format, String> {
+    tracefs::lookup(std::path::Path::new(tracefs::ROOT), category, name).map_err(|e| e.to_string())
 }
 
 /// A tracefs field as the contract describes it to plugins.

@@ -111,11 +111,13 @@ impl Instance {
     pub fn start(&mut self, params: &[types::Param]) -> Result<Result<types::Plan, String>, Fault> {
         let host = &mut self.store.data_mut().host;
         host.expand_calls = super::host_api::probes::EXPAND_CALLS;
+        host.describe_calls = super::host_api::probes::DESCRIBE_CALLS;
         host.strings_calls = super::host_api::probes::STRINGS_CALLS;
         host.strings_asked.clear();
         let plan = self.call("start", |b, s| b.call_start(s, params));
         let host = &mut self.store.data_mut().host;
         host.expand_calls = 0;
+        host.describe_calls = 0;
         host.strings_calls = 0;
         plan
     }

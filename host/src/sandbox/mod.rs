@@ -92,6 +92,12 @@ pub type SharedSymbols = Arc<Mutex<Option<Box<dyn Symbols>>>>;
 pub type Lister = Box<dyn Fn(&str) -> Result<Vec<String>, String> + Send>;
 pub type SharedLister = Arc<Mutex<Option<Lister>>>;
 
+/// What answers `probes.describe`: the schema a subscription to a tracepoint
+/// (`tracepoint:CATEGORY:NAME`) would have. None: nothing to describe (a run sets the
+/// live system's, a replay the recording's).
+pub type Describer = Box<dyn Fn(&str) -> Result<crate::wit::types::ProbeSchema, String> + Send>;
+pub type SharedDescriber = Arc<Mutex<Option<Describer>>>;
+
 /// How often the engine's epoch advances; deadlines are whole ticks.
 pub const TICK: Duration = Duration::from_millis(5);
 /// Bytes the host copies out of a plugin in one call (arguments of a host call, or the
@@ -168,6 +174,7 @@ pub struct Sandbox {
     ticker_stop: Arc<AtomicBool>,
     symbols: SharedSymbols,
     lister: SharedLister,
+    describer: SharedDescriber,
     cache: Cache,
     /// What may run; checked on a plugin's bytes before they are compiled.
     trust: Trust,
@@ -217,6 +224,7 @@ impl Sandbox {
             ticker_stop,
             symbols: Arc::default(),
             lister: Arc::default(),
+            describer: Arc::default(),
             cache: Cache::from_env(),
             trust: Trust::anything(),
         })
@@ -231,6 +239,11 @@ impl Sandbox {
     /// tracepoints in a replay; the collectors' side's in a tenant's executor).
     pub fn set_lister(&self, lister: Lister) {
         *self.lister.lock().unwrap_or_else(|e| e.into_inner()) = Some(lister);
+    }
+
+    /// Answer plugins' `probes.describe` with `describer` from now on.
+    pub fn set_describer(&self, describer: Describer) {
+        *self.describer.lock().unwrap_or_else(|e| e.into_inner()) = Some(describer);
     }
 
     /// Keep compiled plugins in `cache` from now on (the default comes from the environment).
@@ -302,6 +315,7 @@ impl Sandbox {
             path: path.into(),
             symbols: self.symbols.clone(),
             lister: self.lister.clone(),
+            describer: self.describer.clone(),
             digest,
             outcome,
             footprint,
@@ -393,6 +407,7 @@ pub struct LoadedPlugin {
     path: PathBuf,
     symbols: SharedSymbols,
     lister: SharedLister,
+    describer: SharedDescriber,
     digest: cache::Digest,
     outcome: Outcome,
     /// What one instantiation creates, checked against the limits before each.
@@ -472,6 +487,7 @@ impl LoadedPlugin {
         };
         let mut store = new_store(engine, clock, limits, self.symbols.clone());
         store.data_mut().host.lister = self.lister.clone();
+        store.data_mut().host.describer = self.describer.clone();
         let deadline_ticks = limits.deadline_ticks();
         let started = Instant::now();
         let bindings = match &self.pre {

@@ -616,6 +616,14 @@ fn kallsyms_copy() -> io::Result<OwnedFd> {
 // ---------------------------------------------------------------------------------------
 // The executor's side.
 
+/// Tracepoint `category:name`'s format, asked of the collectors' side over `sock`.
+fn ask_format(mut sock: &UnixStream, category: &str, name: &str) -> Result<Format, String> {
+    let ask = Before::Format { category: category.into(), name: name.into() };
+    let lost = |e: io::Error| format!("tracepoint `{category}:{name}`: the collectors' process: {e}");
+    send(&mut sock, &ask).map_err(lost)?;
+    recv::<Result<Format, String>>(&mut sock).map_err(lost)?.ok_or_else(|| lost(io::ErrorKind::UnexpectedEof.into()))?
+}
+
 /// The executor's end of the socket, inherited at the number `--executor-fd` says.
 pub struct Link {
     sock: UnixStream,
@@ -642,12 +650,14 @@ impl Link {
     /// Tracepoint `category:name`'s format, from the collectors' side (tracefs is
     /// root's), in the words `tracefs::lookup` would use.
     pub fn format(&self, category: &str, name: &str) -> Result<Format, String> {
-        let ask = Before::Format { category: category.into(), name: name.into() };
-        let lost = |e: io::Error| format!("tracepoint `{category}:{name}`: the collectors' process: {e}");
-        send(&self.sock, &ask).map_err(lost)?;
-        recv::<Result<Format, String>>(&self.sock)
-            .map_err(lost)?
-            .ok_or_else(|| lost(io::ErrorKind::UnexpectedEof.into()))?
+        ask_format(&self.sock, category, name)
+    }
+
+    /// What answers `probes.describe`: formats from the collectors' side, over a handle
+    /// of the socket of its own.
+    pub fn describer(&self) -> anyhow::Result<crate::sandbox::Describer> {
+        let sock = self.sock.try_clone().context("the executor's socket")?;
+        Ok(Box::new(move |probe: &str| crate::collect::plan::describe(probe, |c, n| ask_format(&sock, c, n))))
     }
 
     /// The live system's tracepoints matching `pattern`, from the collectors' side; a

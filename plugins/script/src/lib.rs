@@ -37,6 +37,8 @@ pub struct Script {
     probe_of: Vec<String>,
     interp: Interp,
     faults: HashSet<String>,
+    /// The last text printed ended without a newline.
+    line_open: bool,
 }
 
 impl Plugin for Script {
@@ -91,7 +93,9 @@ impl Plugin for Script {
                 note(&mut self.faults, f.0);
             }
         }
-        flush(&mut self.interp, out);
+        if let Some(open) = flush(&mut self.interp, out) {
+            self.line_open = open;
+        }
     }
 
     fn on_tick(&mut self, sub: u32, now_ns: u64, out: &mut Output) -> Vec<Aggregation> {
@@ -109,13 +113,22 @@ impl Plugin for Script {
                 note(&mut self.faults, f.0);
             }
         }
-        flush(&mut self.interp, out);
+        if let Some(open) = flush(&mut self.interp, out) {
+            self.line_open = open;
+        }
         Vec::new()
     }
 
     fn finish(&mut self, out: &mut Output) -> Vec<Aggregation> {
-        flush(&mut self.interp, out);
+        if let Some(open) = flush(&mut self.interp, out) {
+            self.line_open = open;
+        }
         let (aggs, text) = self.interp.reports();
+        // The maps start on a line of their own, after a printf that ended without one
+        // (bitesize's "…by process name:").
+        if self.line_open && (!aggs.is_empty() || !text.is_empty()) {
+            out.print("\n");
+        }
         out.print(&text);
         aggs
     }
@@ -134,7 +147,14 @@ impl Script {
             utc_offset_s: 0,
             wall_offset_ns: None,
         };
-        Script { blocks: Vec::new(), by_sub: Vec::new(), probe_of: Vec::new(), interp, faults: HashSet::new() }
+        Script {
+            blocks: Vec::new(),
+            by_sub: Vec::new(),
+            probe_of: Vec::new(),
+            interp,
+            faults: HashSet::new(),
+            line_open: false,
+        }
     }
 
     /// The program `src` with positional parameters `args`, and the plan it asks for.
@@ -154,6 +174,25 @@ impl Script {
             }
             probes.push(subs);
         }
+        // Each tracepoint's layout, where the host can say: a field the program names
+        // and the tracepoint lacks is refused here, and text is not counted in the kernel.
+        let mut layouts: HashMap<String, wasmtap_sdk::ProbeSchema> = HashMap::new();
+        for (name, _) in probes.iter().flatten() {
+            if name.starts_with("tracepoint:") && !layouts.contains_key(name) {
+                if let Ok(schema) = wasmtap_sdk::describe(name) {
+                    layouts.insert(name.clone(), schema);
+                }
+            }
+        }
+        for (block, block_probes) in program.blocks.iter().zip(&probes) {
+            check_fields(block, block_probes, &layouts)?;
+        }
+        let text = |probe: &str, field: &str| {
+            layouts
+                .get(probe)
+                .and_then(|s| s.fields.iter().find(|f| f.name == field))
+                .is_some_and(|f| !matches!(f.kind, wasmtap_sdk::FieldType::Signed | wasmtap_sdk::FieldType::Unsigned))
+        };
         // What runs in the kernel.
         let uses = push::uses(&program.blocks);
         let mut pushed: Vec<push::Pushed> = Vec::new();
@@ -161,7 +200,7 @@ impl Script {
         // A block pushed into the kernel has one probe; a wildcard's block streams.
         let first: Vec<String> =
             probes.iter().map(|p| if p.len() == 1 { p[0].0.clone() } else { format!("{} probes", p.len()) }).collect();
-        for (a, b, maps) in push::latencies(&program.blocks, &first, &uses, &args) {
+        for (a, b, maps) in push::latencies(&program.blocks, &first, &uses, &args, &text) {
             if in_kernel[a] || in_kernel[b] || !push::fits(pushed.len(), maps.len()) {
                 continue;
             }
@@ -179,7 +218,7 @@ impl Script {
                 continue;
             }
             let probe = &first[i];
-            let said = match push::block(block, probe, &uses, &args) {
+            let said = match push::block(block, probe, &uses, &args, &text) {
                 Ok(p) if push::fits(pushed.len(), p.len()) => {
                     let maps: Vec<String> = p.iter().map(|p| format!("@{}", p.map)).collect();
                     pushed.extend(p);
@@ -307,7 +346,8 @@ impl Script {
             utc_offset_s: 0,
             wall_offset_ns: None,
         };
-        let script = Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new() };
+        let script =
+            Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new(), line_open: false };
         Ok((script, plan))
     }
 }
@@ -325,11 +365,15 @@ fn run_block(interp: &mut Interp, block: &Block, cx: &Ctx<'_, '_>) -> Result<(),
     interp.run(&block.body, cx)
 }
 
-fn flush(interp: &mut Interp, out: &mut Output) {
-    if !interp.printed.is_empty() {
-        out.print(&interp.printed);
-        interp.printed.clear();
+/// Print what the program printed; whether it left its last line open.
+fn flush(interp: &mut Interp, out: &mut Output) -> Option<bool> {
+    if interp.printed.is_empty() {
+        return None;
     }
+    out.print(&interp.printed);
+    let open = !interp.printed.ends_with('\n');
+    interp.printed.clear();
+    Some(open)
 }
 
 /// Log a run-time fault, each distinct message once (at most [`FAULTS_LOGGED`]).
@@ -387,6 +431,36 @@ fn subscription(probe: &str) -> Result<(String, Subscription), String> {
         _ => return Err(format!("`{probe}`: probes of this kind are not supported in scripts yet")),
     };
     Ok((name.clone(), Subscription::new(&name)))
+}
+
+/// Every `args.FIELD` of `block` is a field of each of its tracepoints whose layout is
+/// known, or the error names the first that is not, at its column.
+fn check_fields(
+    block: &Block,
+    probes: &[(String, Subscription)],
+    layouts: &HashMap<String, wasmtap_sdk::ProbeSchema>,
+) -> Result<(), SyntaxError> {
+    let mut missing = None;
+    each_expr(block, &mut |e| {
+        if let parse::Expr::Arg(field, at) = e {
+            for (probe, _) in probes {
+                let Some(schema) = layouts.get(probe) else { continue };
+                if missing.is_none() && !schema.fields.iter().any(|f| f.name == *field) {
+                    let names: Vec<&str> = schema
+                        .fields
+                        .iter()
+                        .filter(|f| !f.name.starts_with("common_"))
+                        .map(|f| f.name.as_str())
+                        .collect();
+                    missing = Some(SyntaxError {
+                        at: *at,
+                        msg: format!("{probe} has no field `{field}` (it has: {})", names.join(", ")),
+                    });
+                }
+            }
+        }
+    });
+    missing.map_or(Ok(()), Err)
 }
 
 /// A pointer whose string a block reads, with where it is written: a tracepoint's field

@@ -97,6 +97,7 @@ pub fn block(
     probe: &str,
     uses: &HashMap<String, usize>,
     args: &[String],
+    text: &Text<'_>,
 ) -> Result<Vec<Pushed>, String> {
     if !probe.starts_with("tracepoint:") {
         return Err("not a tracepoint".into());
@@ -122,6 +123,9 @@ pub fn block(
         };
         if uses.get(map).copied().unwrap_or(0) != 1 {
             return Err(format!("@{map} is used elsewhere"));
+        }
+        for e in keys.iter().chain(value) {
+            numeric(e, probe, text)?;
         }
         let sources = keys.iter().map(source).collect::<Result<Vec<_>, _>>()?;
         if sources.len() > 4 || sources.iter().filter(|s| matches!(s, AggSource::Comm)).count() > 1 {
@@ -169,6 +173,7 @@ pub fn latencies(
     probes: &[String],
     uses: &HashMap<String, usize>,
     args: &[String],
+    text: &Text<'_>,
 ) -> Vec<(usize, usize, Vec<Pushed>)> {
     let mut out = Vec::new();
     for (a, start) in blocks.iter().enumerate() {
@@ -190,7 +195,7 @@ pub fn latencies(
             if b == a || end.probes.len() != 1 || !probes[b].starts_with("tracepoint:") {
                 continue;
             }
-            if let Some((maps, used)) = latency_end(end, &probes[b], stamp, &probes[a], &start_filter, args) {
+            if let Some((maps, used)) = latency_end(end, &probes[b], stamp, &probes[a], &start_filter, args, text) {
                 if uses.get(stamp).copied() == Some(used + 1) && maps.iter().all(|m| uses.get(&m.map) == Some(&1)) {
                     out.push((a, b, maps));
                 }
@@ -217,6 +222,7 @@ fn latency_end(
     start_probe: &str,
     start_filter: &Filter,
     args: &[String],
+    text: &Text<'_>,
 ) -> Option<(Vec<Pushed>, usize)> {
     let mut used = 0;
     let mut filter = Filter::default();
@@ -257,6 +263,7 @@ fn latency_end(
                     Fold::Count | Fold::Avg | Fold::Stats => return None,
                 };
                 for k in keys {
+                    numeric(k, probe, text).ok()?;
                     agg = agg.by(source(k).ok()?);
                 }
                 agg = agg
@@ -281,6 +288,20 @@ fn filter_fields(pred: &Expr, args: &[String]) -> Option<Filter> {
 /// Whether `n` more kernel aggregations fit beside `have`.
 pub fn fits(have: usize, n: usize) -> bool {
     have + n <= AGGREGATIONS_MAX
+}
+
+/// Whether field `field` of tracepoint `probe` is text (a string, bytes, an array), as
+/// its layout says: kernel aggregations key on numbers only.
+pub type Text<'a> = dyn Fn(&str, &str) -> bool + 'a;
+
+/// `e` is no tracepoint field that is text.
+fn numeric(e: &Expr, probe: &str, text: &Text<'_>) -> Result<(), String> {
+    match e {
+        Expr::Arg(f, _) if text(probe, f) => {
+            Err(format!("`args.{f}` is text, and kernel aggregations count by numbers"))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn source(e: &Expr) -> Result<AggSource, String> {

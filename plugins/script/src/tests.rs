@@ -411,3 +411,35 @@ fn what_bpftraces_tools_are_written_with_parses_and_runs() {
     let e = refused("t:a:b { $x = 1e99; }");
     assert!(e.contains("invalid integer `1e99`"), "{e}");
 }
+
+#[test]
+fn a_tracepoints_layout_keeps_text_out_of_the_kernel_and_refuses_a_field_it_lacks() {
+    use wasmtap_sdk::{testing, Field, FieldType, ProbeSchema};
+    let field = |name: &str, kind, offset, size| Field {
+        name: name.into(),
+        c_type: String::new(),
+        kind,
+        offset,
+        size,
+        count: 1,
+        signed: false,
+    };
+    testing::set_described(ProbeSchema {
+        probe: "tracepoint:block:block_rq_issue".into(),
+        fields: vec![
+            field("common_type", FieldType::Unsigned, 0, 2),
+            field("bytes", FieldType::Unsigned, 8, 4),
+            field("comm", FieldType::Text, 12, 16),
+        ],
+        args: vec![],
+    });
+    let (_, plan) = Script::new("t:block:block_rq_issue { @[args->comm] = hist(args->bytes); }", Vec::new()).unwrap();
+    assert!(plan.aggregations.is_empty(), "a text key is counted in the sandbox");
+    let (_, plan) = Script::new("t:block:block_rq_issue { @[pid] = hist(args->bytes); }", Vec::new()).unwrap();
+    assert_eq!(plan.aggregations.len(), 1, "numbers still in the kernel");
+    let e = refused("t:block:block_rq_issue { @ = sum(args->byts); }");
+    assert!(
+        e.contains("program:1:40: tracepoint:block:block_rq_issue has no field `byts` (it has: bytes, comm)"),
+        "{e}"
+    );
+}

@@ -140,6 +140,9 @@ pub(super) struct HostState {
     /// while `start` runs.
     pub lister: super::SharedLister,
     pub expand_calls: u32,
+    /// What answers `probes.describe`, and how many more calls it may take.
+    pub describer: super::SharedDescriber,
+    pub describe_calls: u32,
     /// `probes.user-strings` requests of the current `start`, and how many more it may make.
     pub strings_asked: Vec<(String, Vec<String>)>,
     pub strings_calls: u32,
@@ -174,6 +177,8 @@ impl HostState {
             symbolize,
             lister: super::SharedLister::default(),
             expand_calls: 0,
+            describer: super::SharedDescriber::default(),
+            describe_calls: 0,
             strings_asked: Vec::new(),
             strings_calls: 0,
         }

@@ -9,6 +9,8 @@ pub const EXPAND_CALLS: u32 = 64;
 pub const EXPAND_NAMES: usize = 1024;
 /// Bytes of a pattern.
 const PATTERN_BYTES: usize = 256;
+/// `probes.describe` calls a plugin's `start` may make: as many as a run has tracepoints.
+pub const DESCRIBE_CALLS: u32 = 1024;
 /// `probes.user-strings` calls a plugin's `start` may make.
 pub const STRINGS_CALLS: u32 = 64;
 /// Bytes of a probe or field name in a `probes.user-strings` call.
@@ -30,6 +32,17 @@ impl probes::Host for StoreState {
         Ok(expand(&self.host.lister, &pattern))
     }
 
+    fn describe(&mut self, probe: String) -> wasmtime::Result<Result<types::ProbeSchema, String>> {
+        if self.host.describe_calls == 0 {
+            return Ok(Err(format!(
+                "`{}`: probes are described in `start` only, at most {DESCRIBE_CALLS} times",
+                probe.chars().take(64).collect::<String>()
+            )));
+        }
+        self.host.describe_calls -= 1;
+        Ok(describe(&self.host.describer, &probe))
+    }
+
     fn user_strings(&mut self, probe: String, fields: Vec<String>) -> wasmtime::Result<Result<(), String>> {
         if self.host.strings_calls == 0 {
             return Ok(Err(format!(
@@ -42,13 +55,32 @@ impl probes::Host for StoreState {
     }
 }
 
+/// The schema `describer` gives tracepoint `probe`, for a well-formed name.
+pub(crate) fn describe(describer: &super::super::SharedDescriber, probe: &str) -> Result<types::ProbeSchema, String> {
+    if probe.len() > PATTERN_BYTES {
+        return Err(format!("a probe name of {} bytes (at most {PATTERN_BYTES})", probe.len()));
+    }
+    let well_formed = probe
+        .strip_prefix("tracepoint:")
+        .and_then(|rest| rest.split_once(':'))
+        .is_some_and(|(c, n)| !c.is_empty() && !n.is_empty() && !probe.contains(['/', '\0', '*']));
+    if !well_formed {
+        return Err(format!("`{probe}`: only tracepoints are described (`tracepoint:CATEGORY:NAME`)"));
+    }
+    let guard = describer.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(describe) => describe(probe),
+        None => Err(format!("`{probe}`: there are no tracepoints to describe here")),
+    }
+}
+
 /// Note a `probes.user-strings` request in `asked`, bounded; the plan checks its fields.
 pub(crate) fn user_strings(
     asked: &mut Vec<(String, Vec<String>)>,
     probe: String,
     fields: Vec<String>,
 ) -> Result<(), String> {
-    let max = crate::collect::table::STRINGS_MAX;
+    let max = wasmtap_abi::strings::MAX;
     if probe.len() > STRINGS_NAME_BYTES || fields.iter().any(|f| f.len() > STRINGS_NAME_BYTES) {
         return Err(format!("a probe or field name longer than {STRINGS_NAME_BYTES} bytes"));
     }
