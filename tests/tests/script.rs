@@ -138,6 +138,16 @@ fn strings_of_pointers_are_read_in_the_kernel_where_the_pointer_is_read() {
     assert_eq!(out.matches("2 /tmp/wt-marker-strs-").count(), 200, "{out}");
     assert_eq!(out.matches(" /tmp/wt-marker\n").count(), 200, "{out}");
     assert!(out.contains("2 /tmp/wt-marker-strs-199 /tmp/wt-marker\n"), "{out}");
+    // The strings are in the records: a recording replays them, without root.
+    let rec = std::env::temp_dir().join(format!("wasmtap-strings-{}.wtrec", std::process::id()));
+    let _ = std::fs::remove_file(&rec);
+    let param = format!("script.program={program}");
+    let o = run(wasmtap().args(["record", "script", "--param", &param, "-o"]).arg(&rec).args(["-c", &cmd]));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(wasmtap().arg("replay").arg(&rec).args(["script", "--param", &param]));
+    let _ = std::fs::remove_file(&rec);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).matches("2 /tmp/wt-marker-strs-").count(), 200, "{}", stdout(&o));
 
     // A user function's string argument and the string it returns, counted by content.
     let greet = workload("greet");
