@@ -268,6 +268,8 @@ fn bitesize_histograms_the_request_sizes_by_process() {
             Some(lo * l.split([')', ']']).nth(1)?.split('|').next()?.trim().parse::<u64>().ok()?)
         })
         .sum();
-    // Each request counted at its bucket's low end: at most the 8 MiB written, at least half.
-    assert!(((4 << 20)..=(8 << 20)).contains(&bytes), "{bytes} bytes: {out}");
+    // Each request counted at its bucket's low end, at least half its size: at least half
+    // the 8 MiB written; at most those and the few small requests dd's writes cost the
+    // file system (its metadata).
+    assert!(((4 << 20)..=(9 << 20)).contains(&bytes), "{bytes} bytes: {out}");
 }
