@@ -253,8 +253,10 @@ fn bitesize_histograms_the_request_sizes_by_process() {
     let out =
         tool("bitesize", &format!("dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display()));
     let _ = std::fs::remove_file(&file);
-    assert!(out.contains("\nI/O size (bytes) histograms by process name:\n@[dd]:\n"), "{out}");
-    let bytes: u64 = out
+    assert!(out.contains("\nI/O size (bytes) histograms by process name:\n@["), "{out}");
+    // dd's histogram: its lines up to the blank line that ends it.
+    let dd = out.split("@[dd]:\n").nth(1).and_then(|h| h.split("\n\n").next()).unwrap_or_else(|| panic!("{out}"));
+    let bytes: u64 = dd
         .lines()
         .filter_map(|l| {
             let lo = l.strip_prefix('[')?.split(',').next()?;
