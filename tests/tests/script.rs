@@ -207,6 +207,16 @@ fn hostile_scripts_are_stopped_by_the_sandbox_while_syscount_beside_them_stays_e
     assert!(why.contains("exceeded its memory limit of 16 MiB"), "{why}");
     assert!(err.contains("plugin `script` disabled in on-batch: exceeded its memory limit of 16 MiB"), "{err}");
 
+    // An infinite loop: stopped at its call's deadline, like any plugin's.
+    let (lines, err, code) =
+        script_beside_syscount("tracepoint:syscalls:sys_enter_getppid { $i = 0; while (1) { $i++; } }", &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_syscount_exact(&lines, &err);
+    let p = plugin(accounting(&lines), "script");
+    let why = p["disabled"].as_str().unwrap_or_else(|| panic!("the script is disabled: {p}"));
+    assert!(why.starts_with("in on-batch: ran past its deadline of 250 ms"), "{why}");
+    assert!(err.contains("plugin `script` disabled in on-batch: ran past its deadline of 250 ms"), "{err}");
+
     // A printf flood: 100-byte lines for each event, against an output budget of 1 MiB/s.
     let flood = r#"tracepoint:syscalls:sys_enter_getppid { printf("%s %d %d %-60s\n", comm, pid, tid, "flood"); }"#;
     let (lines, err, code) = script_beside_syscount(flood, &["--output-budget", "script=1024"]);

@@ -107,6 +107,15 @@ pub struct Ctx<'a, 'e> {
     pub now: u64,
 }
 
+/// Whether the statements of a loop's body go on, or `break` or `continue` ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Flow {
+    #[default]
+    On,
+    Break,
+    Continue,
+}
+
 /// A fault in the program at run time: the plugin reports it and goes on.
 pub struct Fault(pub String);
 
@@ -124,6 +133,8 @@ pub struct Interp {
     /// clock's offset from the events' monotonic clock, read once.
     pub utc_offset_s: i64,
     pub wall_offset_ns: Option<i64>,
+    /// What `break` or `continue` asked of the loop being run.
+    pub flow: Flow,
 }
 
 impl Interp {
@@ -143,11 +154,19 @@ impl Interp {
     pub fn run(&mut self, body: &[Stmt], cx: &Ctx<'_, '_>) -> Result<(), Fault> {
         for s in body {
             self.stmt(s, cx)?;
-            if self.exited {
+            if self.exited || self.flow != Flow::On {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// A loop's body once; whether the loop goes on.
+    fn iterate(&mut self, body: &[Stmt], cx: &Ctx<'_, '_>) -> Result<bool, Fault> {
+        self.run(body, cx)?;
+        let on = self.flow != Flow::Break && !self.exited;
+        self.flow = Flow::On;
+        Ok(on)
     }
 
     fn stmt(&mut self, s: &Stmt, cx: &Ctx<'_, '_>) -> Result<(), Fault> {
@@ -241,6 +260,26 @@ impl Interp {
                     self.run(otherwise, cx)?;
                 }
             }
+            // Loops run as long as they do: the plugin's deadline bounds each call.
+            Stmt::While { cond, body } => while self.eval(cond, cx)?.int() != 0 && self.iterate(body, cx)? {},
+            Stmt::Unroll { times, body } => {
+                for _ in 0..*times {
+                    if !self.iterate(body, cx)? {
+                        break;
+                    }
+                }
+            }
+            Stmt::For { var, from, to, body } => {
+                let (from, to) = (self.eval(from, cx)?.int(), self.eval(to, cx)?.int());
+                for i in from..to {
+                    self.vars.insert(var.clone(), Value::Int(i));
+                    if !self.iterate(body, cx)? {
+                        break;
+                    }
+                }
+            }
+            Stmt::Break => self.flow = Flow::Break,
+            Stmt::Continue => self.flow = Flow::Continue,
             Stmt::Expr(e) => {
                 self.eval(e, cx)?;
             }

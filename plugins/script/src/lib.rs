@@ -146,6 +146,7 @@ impl Script {
             exited: false,
             utc_offset_s: 0,
             wall_offset_ns: None,
+            flow: eval::Flow::On,
         };
         Script {
             blocks: Vec::new(),
@@ -345,6 +346,7 @@ impl Script {
             exited: false,
             utc_offset_s: 0,
             wall_offset_ns: None,
+            flow: eval::Flow::On,
         };
         let script =
             Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new(), line_open: false };
@@ -518,9 +520,13 @@ fn strings_of(blocks: &[Block]) -> Vec<Vec<Want>> {
 fn each_stmt(body: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in body {
         f(s);
-        if let Stmt::If { then, otherwise, .. } = s {
-            each_stmt(then, f);
-            each_stmt(otherwise, f);
+        match s {
+            Stmt::If { then, otherwise, .. } => {
+                each_stmt(then, f);
+                each_stmt(otherwise, f);
+            }
+            Stmt::While { body, .. } | Stmt::Unroll { body, .. } | Stmt::For { body, .. } => each_stmt(body, f),
+            _ => {}
         }
     }
 }
@@ -551,7 +557,11 @@ fn each_expr(block: &Block, f: &mut impl FnMut(&parse::Expr)) {
         Stmt::Delete { keys, .. } => keys.iter().for_each(|e| expr(e, f)),
         Stmt::Let { value, .. } | Stmt::Expr(value) => expr(value, f),
         Stmt::Printf { args, .. } => args.iter().for_each(|e| expr(e, f)),
-        Stmt::If { cond, .. } => expr(cond, f),
+        Stmt::If { cond, .. } | Stmt::While { cond, .. } => expr(cond, f),
+        Stmt::For { from, to, .. } => {
+            expr(from, f);
+            expr(to, f);
+        }
         _ => {}
     });
 }
@@ -603,6 +613,7 @@ fn declare(body: &[Stmt], maps: &mut Vec<(String, Map)>) -> Result<(), SyntaxErr
                 declare(then, maps)?;
                 declare(otherwise, maps)?;
             }
+            Stmt::While { body, .. } | Stmt::Unroll { body, .. } | Stmt::For { body, .. } => declare(body, maps)?,
             _ => {}
         }
     }

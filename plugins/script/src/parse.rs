@@ -107,6 +107,25 @@ pub enum Stmt {
     Exit,
     /// `time(FORMAT)`: print the event's wall-clock time, strftime's way.
     Time(String),
+    /// `while (cond) { … }`; `unroll(N) { … }` is one with a count; `for ($v : A..B)`
+    /// runs with `$v` from A up to B, B left out. Bounded by the plugin's deadline.
+    While {
+        cond: Expr,
+        body: Vec<Stmt>,
+    },
+    Unroll {
+        times: i64,
+        body: Vec<Stmt>,
+    },
+    For {
+        var: String,
+        from: Expr,
+        to: Expr,
+        body: Vec<Stmt>,
+    },
+    /// `break`, `continue`: of the innermost loop.
+    Break,
+    Continue,
     If {
         cond: Expr,
         then: Vec<Stmt>,
@@ -241,24 +260,21 @@ const KERNEL_CONSTANTS: &[(&str, i64)] = &[
 ];
 const FOLDS: &[&str] = &["count", "sum", "avg", "min", "max", "hist", "lhist", "stats"];
 /// Known but not yet interpreted: refused with this reason.
-const LATER: &[(&str, &str)] = &[
-    ("ksym", "ksym() is not supported in scripts yet"),
-    ("usym", "usym() is not supported in scripts yet"),
-    ("unroll", "unroll is not supported yet"),
-    ("while", "while loops are not supported yet"),
-    ("for", "for loops are not supported yet"),
-];
+const LATER: &[(&str, &str)] =
+    &[("ksym", "ksym() is not supported in scripts yet"), ("usym", "usym() is not supported in scripts yet")];
 
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
     /// A `/` ends the predicate here instead of dividing (inside parentheses it divides).
     in_pred: bool,
+    /// Loops the parser is inside.
+    loops: u32,
 }
 
 /// Parse a whole program.
 pub fn parse(src: &str) -> Result<Program, SyntaxError> {
-    let mut p = Parser { src, pos: 0, in_pred: false };
+    let mut p = Parser { src, pos: 0, in_pred: false, loops: 0 };
     let mut blocks = Vec::new();
     loop {
         p.pos = skip(src, p.pos)?;
@@ -358,11 +374,22 @@ impl Parser<'_> {
             out.push(self.stmt()?);
             if !self.is("}")? && !self.is(";")? {
                 let (t, at, _) = self.peek()?;
-                if !matches!(out.last(), Some(Stmt::If { .. })) {
+                if !matches!(
+                    out.last(),
+                    Some(Stmt::If { .. } | Stmt::While { .. } | Stmt::Unroll { .. } | Stmt::For { .. })
+                ) {
                     return err(at, format!("syntax error, unexpected {}, expecting ; or }}", describe(&t)));
                 }
             }
         }
+    }
+
+    /// A loop's body: `break` and `continue` may stand in it.
+    fn loop_body(&mut self) -> Result<Vec<Stmt>, SyntaxError> {
+        self.loops += 1;
+        let body = self.body();
+        self.loops -= 1;
+        body
     }
 
     fn map_name(&mut self) -> Result<(String, usize), SyntaxError> {
@@ -456,6 +483,50 @@ impl Parser<'_> {
                     self.expect("(")?;
                     self.expect(")")?;
                     Ok(Stmt::Exit)
+                }
+                "while" => {
+                    self.next()?;
+                    self.expect("(")?;
+                    let cond = self.expr()?;
+                    self.expect(")")?;
+                    Ok(Stmt::While { cond, body: self.loop_body()? })
+                }
+                "unroll" => {
+                    self.next()?;
+                    self.expect("(")?;
+                    let times = match self.next()? {
+                        (Tok::Int(n), _) if (1..=100).contains(&n) => n,
+                        (t, at) => return err(at, format!("unroll takes a count from 1 to 100, not {}", describe(&t))),
+                    };
+                    self.expect(")")?;
+                    Ok(Stmt::Unroll { times, body: self.loop_body()? })
+                }
+                "for" => {
+                    self.next()?;
+                    self.expect("(")?;
+                    let var = match self.next()? {
+                        (Tok::Var(v), _) => v,
+                        (t, at) => {
+                            return err(at, format!("syntax error, unexpected {}, expecting $variable", describe(&t)))
+                        }
+                    };
+                    self.expect(":")?;
+                    if matches!(self.peek()?.0, Tok::Map(_)) {
+                        let (_, at, _) = self.peek()?;
+                        return err(at, "for loops over maps are not supported yet; a range is: for ($i : 0..10)");
+                    }
+                    let from = self.expr()?;
+                    self.expect("..")?;
+                    let to = self.expr()?;
+                    self.expect(")")?;
+                    Ok(Stmt::For { var, from, to, body: self.loop_body()? })
+                }
+                "break" | "continue" => {
+                    let (_, at) = self.next()?;
+                    if self.loops == 0 {
+                        return err(at, format!("{name} outside a loop"));
+                    }
+                    Ok(if name == "break" { Stmt::Break } else { Stmt::Continue })
                 }
                 "time" => {
                     self.next()?;

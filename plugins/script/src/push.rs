@@ -55,7 +55,22 @@ fn stmt_uses(body: &[Stmt], n: &mut HashMap<String, usize>) {
                 (None, Vec::new())
             }
             Stmt::Expr(e) => (None, vec![e]),
-            Stmt::Exit | Stmt::Time(_) => (None, Vec::new()),
+            Stmt::While { cond, body } => {
+                expr_uses(cond, n);
+                stmt_uses(body, n);
+                (None, Vec::new())
+            }
+            Stmt::For { from, to, body, .. } => {
+                expr_uses(from, n);
+                expr_uses(to, n);
+                stmt_uses(body, n);
+                (None, Vec::new())
+            }
+            Stmt::Unroll { body, .. } => {
+                stmt_uses(body, n);
+                (None, Vec::new())
+            }
+            Stmt::Exit | Stmt::Time(_) | Stmt::Break | Stmt::Continue => (None, Vec::new()),
         };
         if let Some(m) = map {
             *n.entry(m.clone()).or_default() += 1;

@@ -443,3 +443,28 @@ fn a_tracepoints_layout_keeps_text_out_of_the_kernel_and_refuses_a_field_it_lack
         "{e}"
     );
 }
+
+#[test]
+fn loops_run_with_break_and_continue_as_bpftrace_runs_them() {
+    let mut s = script(
+        r#"t:a:b {
+            $i = 0; $sum = 0;
+            while ($i < 10) { $i++; if ($i % 2 == 0) { continue; } if ($i > 7) { break; } $sum += $i; }
+            unroll(3) { @u = count(); }
+            for ($j : 2..5) { @f[$j] = $j * 10; if ($j == 3) { break; } }
+            printf("%d %d\n", $sum, $i);
+        }"#,
+    );
+    let text = offer(&mut s, &[event(1, b"a", 0)]);
+    // 1 + 3 + 5 + 7, and the loop left at 9.
+    assert_eq!(text, "16 9\n");
+    let (aggs, plain) = s.interp.reports();
+    assert_eq!(aggs[0].entries[0].value, wasmtap_sdk::AggValue::Scalar(3));
+    assert_eq!(plain, "@f[2]: 20\n@f[3]: 30\n\n");
+    let e = refused("t:a:b { break; }");
+    assert!(e.contains("program:1:9: break outside a loop"), "{e}");
+    let e = refused("t:a:b { unroll(0) { } }");
+    assert!(e.contains("unroll takes a count from 1 to 100"), "{e}");
+    let e = refused("t:a:b { for ($kv : @m) { } }");
+    assert!(e.contains("for loops over maps are not supported yet"), "{e}");
+}
