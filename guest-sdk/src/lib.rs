@@ -234,6 +234,7 @@
 
 mod agg;
 mod bounded;
+mod civil;
 mod counts;
 mod event;
 mod imports;
@@ -289,6 +290,7 @@ pub use bindings::wasmtap::plugin::probes::{
 };
 pub use bindings::wasmtap::plugin::services::{Frame, Level, StackRequest};
 pub use bounded::{BoundedMap, BoundedSet, BOUNDED_MAX};
+pub use civil::{civil, Civil};
 pub use counts::{Counts, FxBuildHasher, FxHashMap, FxHashSet, FxHasher, Key};
 pub use event::{Args, Comm, Event, Exec, Exit, Fork, Open, Sample, SysEnter, SysExit, Syscall, UserProbe, AT_FDCWD};
 #[cfg(not(target_arch = "wasm32"))]

@@ -450,6 +450,10 @@ impl<'a> Tracepoint<'a> {
     /// string of `name`; `Some(None)` if the kernel could not read it (a bad pointer, a
     /// page not in memory); otherwise its bytes before the NUL (at most 255).
     pub fn user_string(&self, name: &str) -> Option<Option<&'a [u8]>> {
+        // Most records carry none: say so before looking the field up.
+        if self.0.flags() & wasmtap_abi::strings::FLAG == 0 {
+            return None;
+        }
         let offset = self.schema()?.field(name)?.offset;
         self.user_string_at(offset)
     }

@@ -119,6 +119,7 @@ pub enum Flow {
 /// A fault in the program at run time: the plugin reports it and goes on.
 pub struct Fault(pub String);
 
+#[derive(Default)]
 pub struct Interp {
     pub maps: Vec<(String, Map)>,
     pub args: Vec<String>,

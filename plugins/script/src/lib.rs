@@ -29,6 +29,7 @@ pub const ARG_SEP: char = '\u{1f}';
 /// Distinct run-time fault messages logged.
 const FAULTS_LOGGED: usize = 16;
 
+#[derive(Default)]
 pub struct Script {
     blocks: Vec<Block>,
     /// The blocks each subscription runs, in program order.
@@ -74,7 +75,7 @@ impl Plugin for Script {
         if src.trim().is_empty() {
             // What `plugin pack` plans with: nothing. A run needs a program.
             wasmtap_sdk::log(Level::Warn, "no program: wasmtap -e 'PROGRAM' or wasmtap script FILE.bt");
-            return Ok((Script::empty(), Plan::new(Vec::new())));
+            return Ok((Script::default(), Plan::new(Vec::new())));
         }
         let (mut script, plan) = Script::planned(src, args, params.bool("explain")).map_err(|e| located(src, &e))?;
         script.interp.utc_offset_s = params.int("utc_offset");
@@ -93,9 +94,7 @@ impl Plugin for Script {
                 note(&mut self.faults, f.0);
             }
         }
-        if let Some(open) = flush(&mut self.interp, out) {
-            self.line_open = open;
-        }
+        self.flush(out);
     }
 
     fn on_tick(&mut self, sub: u32, now_ns: u64, out: &mut Output) -> Vec<Aggregation> {
@@ -113,16 +112,12 @@ impl Plugin for Script {
                 note(&mut self.faults, f.0);
             }
         }
-        if let Some(open) = flush(&mut self.interp, out) {
-            self.line_open = open;
-        }
+        self.flush(out);
         Vec::new()
     }
 
     fn finish(&mut self, out: &mut Output) -> Vec<Aggregation> {
-        if let Some(open) = flush(&mut self.interp, out) {
-            self.line_open = open;
-        }
+        self.flush(out);
         let (aggs, text) = self.interp.reports();
         // The maps start on a line of their own, after a printf that ended without one
         // (bitesize's "…by process name:").
@@ -135,26 +130,13 @@ impl Plugin for Script {
 }
 
 impl Script {
-    fn empty() -> Script {
-        let interp = Interp {
-            maps: Vec::new(),
-            args: Vec::new(),
-            started_ns: 0,
-            vars: HashMap::new(),
-            printed: String::new(),
-            scratch: Vec::new(),
-            exited: false,
-            utc_offset_s: 0,
-            wall_offset_ns: None,
-            flow: eval::Flow::On,
-        };
-        Script {
-            blocks: Vec::new(),
-            by_sub: Vec::new(),
-            probe_of: Vec::new(),
-            interp,
-            faults: HashSet::new(),
-            line_open: false,
+    /// Print what the program printed, noting whether it left its last line open.
+    fn flush(&mut self, out: &mut Output) {
+        let printed = &mut self.interp.printed;
+        if !printed.is_empty() {
+            out.print(printed);
+            self.line_open = !printed.ends_with('\n');
+            printed.clear();
         }
     }
 
@@ -336,20 +318,8 @@ impl Script {
                 *m = Map::Kernel { id, kind: p.kind, keys: p.keys };
             }
         }
-        let interp = Interp {
-            maps,
-            args,
-            started_ns: 0,
-            vars: HashMap::new(),
-            printed: String::new(),
-            scratch: Vec::new(),
-            exited: false,
-            utc_offset_s: 0,
-            wall_offset_ns: None,
-            flow: eval::Flow::On,
-        };
-        let script =
-            Script { blocks: program.blocks, by_sub, probe_of, interp, faults: HashSet::new(), line_open: false };
+        let interp = Interp { maps, args, ..Interp::default() };
+        let script = Script { blocks: program.blocks, by_sub, probe_of, interp, ..Script::default() };
         Ok((script, plan))
     }
 }
@@ -365,17 +335,6 @@ fn run_block(interp: &mut Interp, block: &Block, cx: &Ctx<'_, '_>) -> Result<(),
         }
     }
     interp.run(&block.body, cx)
-}
-
-/// Print what the program printed; whether it left its last line open.
-fn flush(interp: &mut Interp, out: &mut Output) -> Option<bool> {
-    if interp.printed.is_empty() {
-        return None;
-    }
-    out.print(&interp.printed);
-    let open = !interp.printed.ends_with('\n');
-    interp.printed.clear();
-    Some(open)
 }
 
 /// Log a run-time fault, each distinct message once (at most [`FAULTS_LOGGED`]).

@@ -232,24 +232,9 @@ pub fn strftime(fmt: &str, secs: i64, out: &mut String) {
         "November",
         "December",
     ];
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let (h, m, s) = (sod / 3600, sod / 60 % 60, sod % 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy_mar = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy_mar + 2) / 153;
-    let d = doy_mar - (153 * mp + 2) / 5 + 1;
-    let mon = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(mon <= 2);
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let before = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334][(mon - 1) as usize];
-    let yday = before + d + i64::from(leap && mon > 2);
-    let wday = (days + 4).rem_euclid(7) as usize;
-    let (day_name, month_name) = (DAYS[wday], MONTHS[(mon - 1) as usize]);
+    let c = wasmtap_sdk::civil(secs);
+    let (h, m, s, d, mon, year, yday) = (c.hour, c.minute, c.second, c.day, c.month, c.year, c.yday);
+    let (day_name, month_name) = (DAYS[c.wday as usize], MONTHS[(mon - 1) as usize]);
     let h12 = if h % 12 == 0 { 12 } else { h % 12 };
     let mut chars = fmt.chars();
     while let Some(c) = chars.next() {
