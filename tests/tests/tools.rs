@@ -12,6 +12,21 @@ fn tool(name: &str, cmd: &str) -> String {
     stdout(&o)
 }
 
+/// `tool` run system-wide, as the tool traces, for `duration` while `sh -c cmd` runs
+/// beside it (its output discarded); the tool's stdout, after its exit code 0.
+fn tool_beside(name: &str, cmd: &str, duration: &str) -> String {
+    let mut bg = std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let o = run(wasmtap().arg("script").arg(bpftrace_tool(name)).args(["-d", duration]));
+    bg.wait().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{name}: {}\n{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
 /// The whitespace-separated columns of `out`'s lines that have `n` of them.
 fn rows(out: &str, n: usize) -> Vec<Vec<&str>> {
     out.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).filter(|r| r.len() == n).collect()
@@ -175,18 +190,7 @@ fn runqlat_histograms_the_run_queue_latency_of_every_wakeup() {
     }
     let _g = serial();
     // System-wide, as the tool is: a command that sleeps 100 times is woken 100 times.
-    let slices = workload("slices");
-    let mut bg = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("sleep 0.5; exec {} 100 1", slices.display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let o = run(wasmtap().arg("script").arg(bpftrace_tool("runqlat")).args(["-d", "2500ms"]));
-    bg.wait().unwrap();
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = tool_beside("runqlat", &format!("sleep 0.5; exec {} 100 1", workload("slices").display()), "2500ms");
     assert!(out.starts_with("Tracing CPU scheduler... Hit Ctrl-C to end.\n") && out.contains("@usecs:\n"), "{out}");
     let samples = hist_total(&out);
     assert!(samples >= 100, "{samples} latencies: {out}");
@@ -229,12 +233,8 @@ fn writeback_shows_the_writeback_a_sync_starts() {
     let _g = serial();
     let file = std::env::temp_dir().join(format!("wasmtap-writeback-{}", std::process::id()));
     let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=16 status=none; sync", file.display());
-    let mut bg = std::process::Command::new("sh").args(["-c", &cmd]).spawn().unwrap();
-    let o = run(wasmtap().arg("script").arg(bpftrace_tool("writeback")).args(["-d", "3s"]));
-    bg.wait().unwrap();
+    let out = tool_beside("writeback", &cmd, "3s");
     let _ = std::fs::remove_file(&file);
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // TIME DEVICE PAGES REASON ms: the sync's writeback of the file's dirty pages.
     let synced: Vec<_> = rows(&out, 5).into_iter().filter(|r| is_time(r[0]) && r[3] == "sync").collect();
     assert!(!synced.is_empty(), "{out}");
@@ -253,12 +253,8 @@ fn bitesize_histograms_the_request_sizes_by_process() {
     // field `comm`.
     let file = std::env::temp_dir().join(format!("wasmtap-bitesize-{}", std::process::id()));
     let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());
-    let mut bg = std::process::Command::new("sh").args(["-c", &cmd]).spawn().unwrap();
-    let o = run(wasmtap().arg("script").arg(bpftrace_tool("bitesize")).args(["-d", "2500ms"]));
-    bg.wait().unwrap();
+    let out = tool_beside("bitesize", &cmd, "2500ms");
     let _ = std::fs::remove_file(&file);
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(out.contains("\nI/O size (bytes) histograms by process name:\n@["), "{out}");
     // Each request counted at its bucket's low end, at least half its size: at least half
     // the 8 MiB written.
