@@ -69,7 +69,10 @@ fn expand_import(pattern: &str) -> Result<Vec<String>, String> {
 /// The layout a subscription to tracepoint `probe` (`tracepoint:CATEGORY:NAME`) would
 /// have, before subscribing: on the live system this kernel's format, in a replay the
 /// recording's. Call it in [`Plugin::start`](crate::Plugin::start), to plan by a field's
-/// type (at most 1024 times); elsewhere it answers an error. In a native build,
+/// type (at most 1024 times); elsewhere it answers an error. A uprobe, uretprobe or USDT
+/// probe is described too (no fields; each costs 16 of the 1024): the answer says
+/// whether it can attach (its binary and function exist; in a replay, whether the
+/// recording has it) or why not. In a native build,
 /// [`testing::set_described`] says what there is.
 pub fn describe(probe: &str) -> Result<crate::ProbeSchema, String> {
     describe_import(probe)

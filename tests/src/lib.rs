@@ -13,11 +13,13 @@ pub fn target_dir() -> PathBuf {
     exe.ancestors().nth(3).expect("target/<profile>/deps/<test>").to_path_buf()
 }
 
-/// bpftrace's own tool `name` (its `tools/NAME.bt`) as Debian's bpftrace package (0.17)
-/// ships it, unpacked by `./x setup` into `target/bpftrace-tools`: run unchanged.
-pub fn bpftrace_tool(name: &str) -> PathBuf {
-    let path = target_dir().join("bpftrace-tools/usr/sbin").join(format!("{name}.bt"));
-    assert!(path.is_file(), "{} is missing: `./x setup` unpacks Debian's bpftrace package there", path.display());
+/// bpftrace's own tool `name` (its `tools/NAME.bt`), run unchanged, as bpftrace `version`
+/// ships it: Debian 12's 0.17 (`./x setup` unpacks it into `target/bpftrace-tools`) or
+/// Debian 13's 0.23 (`target/bpftrace-tools-0.23`).
+pub fn bpftrace_tool_of(version: &str, name: &str) -> PathBuf {
+    let dir = if version == "0.17" { "bpftrace-tools".to_string() } else { format!("bpftrace-tools-{version}") };
+    let path = target_dir().join(dir).join("usr/sbin").join(format!("{name}.bt"));
+    assert!(path.is_file(), "{} is missing: `./x setup` unpacks Debian's bpftrace packages there", path.display());
     path
 }
 

@@ -91,18 +91,48 @@ fn a_script_file_takes_positional_parameters_and_runs_as_a_hashbang_interpreter(
 }
 
 #[test]
-fn a_malformed_program_exits_2_with_one_message_and_a_caret_under_its_column() {
+fn twelve_malformed_programs_each_exit_2_with_one_message_and_a_caret_under_its_column() {
     // Parsed when the plugin starts: no root needed.
     let cases = [
         ("t:syscalls:sys_enter_read { @ = count( }", "program:1:40: syntax error, unexpected }", 39),
         ("t:syscalls:sys_enter_read /pid == / { }", "program:1:35: syntax error, unexpected /", 34),
         ("kprobe:vfs_read { @ = count(); }", "program:1:1: `kprobe:vfs_read`: kprobes and fentry are not available", 0),
+        (
+            "t:syscalls:sys_enter_read { @x = 1 @y = 2; }",
+            "program:1:36: syntax error, unexpected map @y, expecting ; or }",
+            35,
+        ),
+        (
+            r#"t:syscalls:sys_enter_read { printf("%d %d\n", pid); }"#,
+            "program:1:29: printf: the format has 2 conversions but 1 argument follow",
+            28,
+        ),
+        ("t:syscalls:sys_enter_read { @x = foo; }", "program:1:34: unknown identifier `foo`", 33),
+        (r#"t:syscalls:sys_enter_read { @x = "abc; }"#, "program:1:34: unterminated string", 33),
+        (
+            "t:syscalls:sys_enter_read { @h = lhist(pid, 10, 0, 1); }",
+            "program:1:34: lhist(): needs min < max and a step above 0",
+            33,
+        ),
+        ("t:syscalls:sys_enter_read { @x = sum(); }", "program:1:34: sum() takes 1 argument, not 0", 33),
+        (
+            "config = { max_cpus = 1 } t:syscalls:sys_enter_read { @ = count(); }",
+            "program:1:12: config key `max_cpus` is not supported here",
+            11,
+        ),
+        (
+            r#"t:syscalls:sys_enter_read { printf("%s\n", strftime(1, nsecs)); }"#,
+            "program:1:44: strftime(): the format must be a string",
+            43,
+        ),
+        ("t:syscalls:sys_enter_read { @x[(1, 2] = 1; }", "program:1:37: syntax error, unexpected ], expecting )", 36),
     ];
     for (program, want, caret) in cases {
         let o = run(wasmtap().args(["-e", program, "-d", "1s"]));
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{program}: {err}");
         assert!(err.contains(want), "{program}: {err}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("wasmtap: ")).count(), 1, "one message: {err}");
         let line = err.lines().position(|l| l == program).unwrap_or_else(|| panic!("the program is shown: {err}"));
         assert_eq!(err.lines().nth(line + 1), Some(format!("{}^", " ".repeat(caret)).as_str()), "{err}");
     }
@@ -333,6 +363,38 @@ fn the_start_and_latency_pattern_runs_in_the_kernel_and_times_every_call() {
     let acct = &lines.iter().find(|v| v["type"] == "accounting").unwrap()["data"];
     let script = acct["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "script").unwrap();
     assert_eq!(script["probes"].as_array().map(Vec::len), Some(0), "{script}");
+}
+
+/// `ksym()` names the kernel function an address is in (kmalloc's call sites, by the
+/// host's symbolizer; threadsnoop's test has `usym()`), and a tuple keys a map as its
+/// parts do.
+#[test]
+fn ksym_names_the_kernel_functions_addresses_are_in() {
+    if !require_root() {
+        return;
+    }
+    let _g = serial();
+    let program = "t:kmem:kmalloc { @site[ksym(args.call_site)] = count(); @n = count();
+                   $k = (comm, ksym(args.call_site)); @pair[$k] = count(); }";
+    let o = run(wasmtap().args(["-e", program, "-c", "ls /usr"]));
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let entries = |map: &str| -> Vec<(String, i64)> {
+        out.lines()
+            .filter_map(|l| l.strip_prefix(&format!("@{map}["))?.split_once("]: "))
+            .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+            .collect()
+    };
+    let (sites, pairs) = (entries("site"), entries("pair"));
+    assert!(!sites.is_empty(), "{out}");
+    // Every call site named (a function's name, not an address), and each call counted.
+    assert!(sites.iter().all(|(k, _)| !k.starts_with("0x") && !k.is_empty() && !k.contains(' ')), "{out}");
+    let n: i64 = out.lines().find_map(|l| l.strip_prefix("@n: ")).unwrap().parse().unwrap();
+    assert_eq!(sites.iter().map(|(_, v)| v).sum::<i64>(), n, "{out}");
+    // (comm, site): two parts a key, the same calls.
+    assert!(pairs.iter().all(|(k, _)| k.split(", ").count() == 2), "{out}");
+    assert!(pairs.iter().any(|(k, _)| k.starts_with("ls, ")), "{out}");
+    assert_eq!(pairs.iter().map(|(_, v)| v).sum::<i64>(), n, "{out}");
 }
 
 /// The lessons of bpftrace's one-liner tutorial that this kernel class can run, as written

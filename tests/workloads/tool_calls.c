@@ -4,11 +4,13 @@
  *   sync:    sync, syncfs, fsync, fdatasync, sync_file_range and msync of a scratch file;
  *   setuid:  setuid(0), setfsuid(0) and setresuid(0, 0, 0) (as root, each succeeds);
  *   resolve: getaddrinfo, gethostbyname and gethostbyname2 of "localhost" (/etc/hosts);
- *   fork:    N children that exit at once, each reaped; then a pause of argv[3] ms.
+ *   fork:    N children that exit at once, each reaped; then a pause of argv[3] ms;
+ *   thread:  N threads, one after another, each started at wt_thread_main and joined.
  * Prints to stderr "tool_calls MODE PID done N". */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Where each thread of mode `thread` starts: threadsnoop names it. */
+__attribute__((noinline)) void *wt_thread_main(void *arg)
+{
+	return arg;
+}
 
 int main(int argc, char **argv)
 {
@@ -77,6 +85,11 @@ int main(int argc, char **argv)
 			if (c == 0)
 				_exit(0);
 			waitpid(c, NULL, 0);
+		} else if (!strcmp(mode, "thread")) {
+			pthread_t t;
+
+			if (pthread_create(&t, NULL, wt_thread_main, NULL) || pthread_join(t, NULL))
+				return 1;
 		} else {
 			fprintf(stderr, "tool_calls: unknown mode %s\n", mode);
 			return 2;

@@ -29,7 +29,16 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<Outcome> {
         }));
         // And one that asks for a tracepoint's layout, the recording's.
         let formats: Vec<_> = r.header.table.tracepoints.iter().map(|t| t.format.clone()).collect();
+        let probes = r.header.probes.clone();
         sandbox.set_describer(Box::new(move |probe| {
+            // A user probe is there if the recording has it.
+            if ["uprobe:", "uretprobe:", "usdt:"].iter().any(|c| probe.starts_with(c)) {
+                if !probes.iter().any(|p| p == probe) {
+                    return Err(format!("probe `{probe}` is not in the recording"));
+                }
+                let (fields, args) = (Vec::new(), Vec::new());
+                return Ok(crate::wit::types::ProbeSchema { probe: probe.to_string(), fields, args });
+            }
             crate::collect::plan::describe(probe, |category, name| {
                 let found = formats.iter().find(|f| f.category == category && f.name == name);
                 found.cloned().ok_or_else(|| format!("tracepoint `{category}:{name}` is not in the recording"))

@@ -308,9 +308,21 @@ pub fn describe(
     probe: &str,
     format: impl Fn(&str, &str) -> Result<tracefs::Format, String>,
 ) -> Result<types::ProbeSchema, String> {
+    if ["uprobe:", "uretprobe:", "usdt:"].iter().any(|c| probe.starts_with(c)) {
+        return describe_user(probe);
+    }
     let rest = probe.strip_prefix("tracepoint:").ok_or_else(|| format!("`{probe}` is not a tracepoint"))?;
     let (category, name) = rest.split_once(':').ok_or_else(|| format!("`{probe}` is not a tracepoint"))?;
     format(category, name).map(|f| tracepoint_schema(probe, &f))
+}
+
+/// `probes.describe` of a uprobe, uretprobe or USDT probe: where it attaches must be
+/// found (its binary, its function or note), or why not is the answer. Its records have
+/// no fields: their arguments are registers.
+pub fn describe_user(probe: &str) -> Result<types::ProbeSchema, String> {
+    let spec = crate::collect::probes::parse(probe).map_err(|e| e.to_string())?;
+    crate::collect::table::ProbeLookup::Live.user_sites(probe, &spec)?;
+    Ok(types::ProbeSchema { probe: probe.to_string(), fields: Vec::new(), args: Vec::new() })
 }
 
 /// The live system's format of tracepoint `category:name`, or why not (with the nearest

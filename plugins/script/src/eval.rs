@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use wasmtap_sdk::{from_entries, Agg, AggId, AggKind, AggOrder, Aggregation, Event, Key, Stack};
 
-use crate::parse::{Expr, Fold, Op, Slot, Stmt, B};
+use crate::parse::{Expr, Fold, Op, Slot, Stmt, B, F};
 
 /// A value: bpftrace's integers (64-bit) and strings, stacks (`kstack`, `ustack`),
 /// kept as addresses and named only when a map is reported, and pointers into the
@@ -18,6 +18,8 @@ pub enum Value {
     /// the address, and the string (empty if the kernel could not read it). As a number
     /// it is the address, so it can be stored, compared and passed on like one.
     Ptr(i64, String),
+    /// `(a, b)`.
+    Tuple(Vec<Value>),
 }
 
 impl Value {
@@ -26,6 +28,7 @@ impl Value {
             Value::Int(i) | Value::Ptr(i, _) => *i,
             Value::Str(s) => i64::from(!s.is_empty()),
             Value::Stack(s) => i64::from(!s.is_empty()),
+            Value::Tuple(t) => i64::from(!t.is_empty()),
         }
     }
 
@@ -35,6 +38,7 @@ impl Value {
             Value::Str(s) => wasmtap_sdk::Value::Text(s.clone()),
             // Named when the map is reported ([`name_stacks`]).
             Value::Stack(s) => wasmtap_sdk::Value::Text(s.to_string()),
+            Value::Tuple(_) => wasmtap_sdk::Value::Text(self.show()),
         }
     }
 
@@ -44,6 +48,10 @@ impl Value {
             Value::Int(i) | Value::Ptr(i, _) => i.to_string(),
             Value::Str(s) => s.clone(),
             Value::Stack(s) => s.to_string(),
+            Value::Tuple(t) => {
+                let parts: Vec<String> = t.iter().map(Value::show).collect();
+                format!("({})", parts.join(", "))
+            }
         }
     }
 }
@@ -136,7 +144,13 @@ pub struct Interp {
     pub wall_offset_ns: Option<i64>,
     /// What `break` or `continue` asked of the loop being run.
     pub flow: Flow,
+    /// `usym()`'s and `ksym()`'s names, by (pid, address) (pid 0: the kernel's), so that
+    /// an address is named once; at most [`SYMBOLS_KEPT`], then forgotten together.
+    pub symbols: HashMap<(u32, u64), String>,
 }
+
+/// Addresses [`Interp::symbols`] keeps named.
+const SYMBOLS_KEPT: usize = 4096;
 
 impl Interp {
     /// The map a statement names, found by name once per statement.
@@ -220,11 +234,9 @@ impl Interp {
                 self.printed.push_str(&text);
             }
             Stmt::Time(fmt) => {
-                let offset = *self
-                    .wall_offset_ns
-                    .get_or_insert_with(|| wasmtap_sdk::wall_ns() as i64 - wasmtap_sdk::monotonic_ns() as i64);
-                let wall_s = (cx.now as i64 + offset).div_euclid(1_000_000_000) + self.utc_offset_s;
-                crate::printf::strftime(fmt, wall_s, &mut self.printed);
+                let mut out = std::mem::take(&mut self.printed);
+                self.strftime(fmt, cx.now as i64, &mut out);
+                self.printed = out;
             }
             // bpftrace's clear() deletes every key; zero() keeps them at zero.
             Stmt::Clear { map, slot, .. } => match self.map_mut(map, slot) {
@@ -296,7 +308,11 @@ impl Interp {
 
     fn key(&mut self, keys: &[Expr], cx: &Ctx<'_, '_>) -> Result<MapKey, Fault> {
         match keys {
-            [one] => Ok(MapKey::One(self.eval(one, cx)?)),
+            // A tuple's parts are the key's: `@m[$key]` of `$key = (a, b)` is `@m[a, b]`.
+            [one] => Ok(match self.eval(one, cx)? {
+                Value::Tuple(parts) => MapKey::Many(parts),
+                v => MapKey::One(v),
+            }),
             _ => keys.iter().map(|k| self.eval(k, cx)).collect::<Result<Vec<_>, _>>().map(MapKey::Many),
         }
     }
@@ -367,7 +383,7 @@ impl Interp {
                     // A number as text: `str($1)` of a numeric parameter.
                     Value::Int(i) => i.to_string(),
                     Value::Str(s) => s,
-                    Value::Stack(s) => s.to_string(),
+                    v @ (Value::Stack(_) | Value::Tuple(_)) => v.show(),
                 };
                 if let Some(len) = len {
                     // bpftrace's length counts the NUL.
@@ -378,7 +394,52 @@ impl Interp {
                 }
                 Value::Str(s)
             }
+            Expr::Call(F::Tuple, parts, _) => {
+                Value::Tuple(parts.iter().map(|p| self.eval(p, cx)).collect::<Result<_, _>>()?)
+            }
+            Expr::Call(F::Strftime, args, _) => {
+                let Expr::Str(fmt) = &args[0] else { return Ok(Value::Str(String::new())) };
+                let ns = self.eval(&args[1], cx)?.int();
+                let mut out = String::new();
+                self.strftime(fmt, ns, &mut out);
+                Value::Str(out)
+            }
+            Expr::Call(f @ (F::Usym | F::Ksym), args, _) => {
+                let addr = self.eval(&args[0], cx)?.int() as u64;
+                let pid = if *f == F::Ksym { 0 } else { cx.ev.map_or(0, |e| e.pid()) };
+                Value::Str(self.symbol(pid, addr, *f == F::Ksym))
+            }
         })
+    }
+
+    /// Monotonic timestamp `ns` as the wall clock's local time, formatted by `fmt`.
+    pub fn strftime(&mut self, fmt: &str, ns: i64, out: &mut String) {
+        let offset = *self
+            .wall_offset_ns
+            .get_or_insert_with(|| wasmtap_sdk::wall_ns() as i64 - wasmtap_sdk::monotonic_ns() as i64);
+        let wall = ns.wrapping_add(offset);
+        let secs = wall.div_euclid(1_000_000_000) + self.utc_offset_s;
+        crate::printf::strftime(fmt, secs, wall.rem_euclid(1_000_000_000) as u32, out);
+    }
+
+    /// The function `addr` is in (of process `pid`, or of the kernel), as bpftrace's
+    /// `usym()` and `ksym()` print it: its name, or the address in hex when unknown.
+    fn symbol(&mut self, pid: u32, addr: u64, kernel: bool) -> String {
+        let key = (if kernel { 0 } else { pid }, addr);
+        if let Some(name) = self.symbols.get(&key) {
+            return name.clone();
+        }
+        let stack = if kernel { Stack::new(0, &[addr], &[]) } else { Stack::new(pid, &[], &[addr]) };
+        let named = wasmtap_sdk::symbolize(&[stack]);
+        let symbol = named.first().and_then(|f| f.first()).map(|f| f.symbol.clone()).unwrap_or_default();
+        if symbol.is_empty() {
+            return format!("{addr:#x}");
+        }
+        if self.symbols.len() >= SYMBOLS_KEPT {
+            self.symbols.clear();
+        }
+        self.symbols.insert(key, symbol.clone());
+        symbol
     }
 
     /// The maps bpftrace prints at the end: every non-empty one, in order of first use.
@@ -387,7 +448,9 @@ impl Interp {
         for (name, map) in &self.maps {
             match map {
                 Map::Agg { agg, keys } if !agg.is_empty() => {
-                    let mut a = agg.to_aggregation(name, "", key_names(*keys), AggOrder::ValueAscending, 0);
+                    // A tuple key (`@m[$key]`) has more parts than the map's brackets.
+                    let parts = agg.iter().next().map_or(*keys, |(k, _)| k.parts().len().max(*keys));
+                    let mut a = agg.to_aggregation(name, "", key_names(parts), AggOrder::ValueAscending, 0);
                     name_stacks(agg, &mut a);
                     aggs.push(a);
                 }

@@ -40,6 +40,8 @@ pub struct Script {
     faults: HashSet<String>,
     /// The last text printed ended without a newline.
     line_open: bool,
+    /// The maps are printed at the end (`config = { print_maps_on_exit = false }` says not).
+    exit_maps: bool,
 }
 
 impl Plugin for Script {
@@ -118,6 +120,9 @@ impl Plugin for Script {
 
     fn finish(&mut self, out: &mut Output) -> Vec<Aggregation> {
         self.flush(out);
+        if !self.exit_maps {
+            return Vec::new();
+        }
         let (aggs, text) = self.interp.reports();
         // The maps start on a line of their own, after a printf that ended without one
         // (bitesize's "…by process name:").
@@ -148,12 +153,34 @@ impl Script {
     /// The program and its plan; with `explain`, where each block runs is logged.
     pub fn planned(src: &str, args: Vec<String>, explain: bool) -> Result<(Script, Plan), SyntaxError> {
         let program = parse::parse(src)?;
+        let missing = program.config.missing_probes;
         // Every probe checked first, so that an error names the first bad one.
         let mut probes: Vec<Vec<(String, Subscription)>> = Vec::new();
         for block in &program.blocks {
             let mut subs = Vec::new();
             for (p, at) in &block.probes {
-                subs.extend(subscriptions(p).map_err(|msg| SyntaxError { at: *at, msg })?);
+                match subscriptions(p) {
+                    Ok(found) => subs.extend(found),
+                    // `missing_probes = "ignore"`: a wildcard matching nothing is no probe.
+                    Err(msg) if missing != parse::Missing::Error && p.contains('*') && msg.starts_with("no ") => {
+                        skipped(missing, p, &msg)
+                    }
+                    Err(msg) => return Err(SyntaxError { at: *at, msg }),
+                }
+            }
+            // And a probe that cannot attach (a library or function this system lacks),
+            // as the host says, is left out.
+            if missing != parse::Missing::Error {
+                subs.retain(|(name, _)| {
+                    let user = ["uprobe:", "uretprobe:", "usdt:"].iter().any(|c| name.starts_with(c));
+                    match (user || name.starts_with("tracepoint:")).then(|| wasmtap_sdk::describe(name)) {
+                        Some(Err(why)) => {
+                            skipped(missing, name, &why);
+                            false
+                        }
+                        _ => true,
+                    }
+                });
             }
             probes.push(subs);
         }
@@ -319,7 +346,8 @@ impl Script {
             }
         }
         let interp = Interp { maps, args, ..Interp::default() };
-        let script = Script { blocks: program.blocks, by_sub, probe_of, interp, ..Script::default() };
+        let exit_maps = !program.config.no_exit_maps;
+        let script = Script { blocks: program.blocks, by_sub, probe_of, interp, exit_maps, ..Script::default() };
         Ok((script, plan))
     }
 }
@@ -335,6 +363,13 @@ fn run_block(interp: &mut Interp, block: &Block, cx: &Ctx<'_, '_>) -> Result<(),
         }
     }
     interp.run(&block.body, cx)
+}
+
+/// A probe `missing_probes` leaves out, said if it says `warn`.
+fn skipped(missing: parse::Missing, probe: &str, why: &str) {
+    if missing == parse::Missing::Warn {
+        wasmtap_sdk::log(Level::Warn, &format!("`{probe}` is left out (missing_probes): {why}"));
+    }
 }
 
 /// Log a run-time fault, each distinct message once (at most [`FAULTS_LOGGED`]).
@@ -504,6 +539,7 @@ fn each_expr(block: &Block, f: &mut impl FnMut(&parse::Expr)) {
                 expr(b, f);
             }
             Expr::Ternary(a, b, c) => [a, b, c].into_iter().for_each(|e| expr(e, f)),
+            Expr::Call(_, args, _) => args.iter().for_each(|a| expr(a, f)),
             _ => {}
         }
     }
@@ -527,12 +563,16 @@ fn each_expr(block: &Block, f: &mut impl FnMut(&parse::Expr)) {
 
 /// The stacks a block's statements and predicate use (`kstack`, `ustack`): its probes
 /// record them.
+///
+/// A block that names addresses (`ksym()`, `usym()`) records that side's stacks too:
+/// a run whose records hold addresses keeps what the host's symbolizer needs to name
+/// them (the kernel's symbols, the processes' memory maps) after its probes attach.
 fn stacks_of(block: &Block) -> StackMode {
-    use parse::{Expr, B};
+    use parse::{Expr, B, F};
     let mut m = StackMode::empty();
     each_expr(block, &mut |e| match e {
-        Expr::Builtin(B::Kstack, _) => m = m | StackMode::KERNEL,
-        Expr::Builtin(B::Ustack, _) => m = m | StackMode::USER,
+        Expr::Builtin(B::Kstack, _) | Expr::Call(F::Ksym, ..) => m = m | StackMode::KERNEL,
+        Expr::Builtin(B::Ustack, _) | Expr::Call(F::Usym, ..) => m = m | StackMode::USER,
         _ => {}
     });
     m

@@ -6,6 +6,25 @@ use crate::lex::{err, skip, token, SyntaxError, Tok};
 #[derive(Debug)]
 pub struct Program {
     pub blocks: Vec<Block>,
+    pub config: Config,
+}
+
+/// A `config = { … }` block's settings (bpftrace 0.20's), where the program has one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// `missing_probes`: what a probe that cannot attach does.
+    pub missing_probes: Missing,
+    /// `print_maps_on_exit = false`: the maps are not printed at the end.
+    pub no_exit_maps: bool,
+}
+
+/// `missing_probes = "error" | "warn" | "ignore"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Missing {
+    #[default]
+    Error,
+    Warn,
+    Ignore,
 }
 
 #[derive(Debug)]
@@ -156,6 +175,21 @@ pub enum Expr {
     Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `str(e)`, `str(e, length)`: the length counts the NUL, as bpftrace's does.
     Str1(Box<Expr>, Option<Box<Expr>>),
+    /// A function of its arguments, or a tuple of them.
+    Call(F, Vec<Expr>, usize),
+}
+
+/// What a [`Expr::Call`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F {
+    /// `(a, b)`: a tuple; as a map's key, its parts are the key's.
+    Tuple,
+    /// `strftime(FORMAT, nsecs)`: the wall-clock time of a timestamp, as text.
+    Strftime,
+    /// `usym(addr)`, `ksym(addr)`: the function an address of the traced process, or of
+    /// the kernel, is in.
+    Usym,
+    Ksym,
 }
 
 /// A builtin variable.
@@ -260,8 +294,7 @@ const KERNEL_CONSTANTS: &[(&str, i64)] = &[
 ];
 const FOLDS: &[&str] = &["count", "sum", "avg", "min", "max", "hist", "lhist", "stats"];
 /// Known but not yet interpreted: refused with this reason.
-const LATER: &[(&str, &str)] =
-    &[("ksym", "ksym() is not supported in scripts yet"), ("usym", "usym() is not supported in scripts yet")];
+const LATER: &[(&str, &str)] = &[("join", "join() is not supported in scripts yet")];
 
 struct Parser<'a> {
     src: &'a str,
@@ -276,6 +309,8 @@ struct Parser<'a> {
 pub fn parse(src: &str) -> Result<Program, SyntaxError> {
     let mut p = Parser { src, pos: 0, in_pred: false, loops: 0 };
     let mut blocks = Vec::new();
+    p.pos = skip(src, p.pos)?;
+    let config = p.config()?;
     loop {
         p.pos = skip(src, p.pos)?;
         if p.pos >= src.len() {
@@ -286,7 +321,7 @@ pub fn parse(src: &str) -> Result<Program, SyntaxError> {
     if blocks.is_empty() {
         return err(0, "no probes: a program is `PROBE[, PROBE…] [/PREDICATE/] { ACTIONS }`");
     }
-    Ok(Program { blocks })
+    Ok(Program { blocks, config })
 }
 
 impl Parser<'_> {
@@ -320,6 +355,62 @@ impl Parser<'_> {
                 Ok(at)
             }
             other => err(at, format!("syntax error, unexpected {}, expecting {punct}", describe(&other))),
+        }
+    }
+
+    /// `config = { KEY = VALUE; … }` before the probes, if the program starts with one.
+    fn config(&mut self) -> Result<Config, SyntaxError> {
+        let mut config = Config::default();
+        let rest = &self.src[self.pos..];
+        let Some(after) = rest.strip_prefix("config") else { return Ok(config) };
+        if !skip(after, 0).is_ok_and(|i| after[i..].starts_with('=') && !after[i..].starts_with("==")) {
+            return Ok(config);
+        }
+        self.next()?;
+        self.expect("=")?;
+        self.expect("{")?;
+        loop {
+            if self.eat("}")? {
+                return Ok(config);
+            }
+            if self.eat(";")? {
+                continue;
+            }
+            let (key, at) = match self.next()? {
+                (Tok::Ident(k), at) => (k, at),
+                (t, at) => {
+                    return err(at, format!("syntax error, unexpected {}, expecting a config key", describe(&t)))
+                }
+            };
+            self.expect("=")?;
+            let (value, vat) = self.next()?;
+            let word = match &value {
+                Tok::Str(s) | Tok::Ident(s) => Some(s.as_str()),
+                _ => None,
+            };
+            match (key.as_str(), word, &value) {
+                ("missing_probes", Some(w @ ("error" | "warn" | "ignore")), _) => {
+                    config.missing_probes = match w {
+                        "error" => Missing::Error,
+                        "warn" => Missing::Warn,
+                        _ => Missing::Ignore,
+                    }
+                }
+                ("missing_probes", ..) => {
+                    return err(vat, "missing_probes is \"error\", \"warn\" or \"ignore\"");
+                }
+                ("print_maps_on_exit", Some(w @ ("true" | "false")), _) => config.no_exit_maps = w == "false",
+                ("print_maps_on_exit", _, Tok::Int(n @ (0 | 1))) => config.no_exit_maps = *n == 0,
+                ("print_maps_on_exit", ..) => return err(vat, "print_maps_on_exit is true or false"),
+                // Limits the sandbox sets itself: accepted, with no effect.
+                ("max_strlen" | "max_map_keys" | "perf_rb_pages" | "log_size" | "max_probes", _, Tok::Int(_)) => {}
+                _ => {
+                    return err(
+                        at,
+                        format!("config key `{key}` is not supported here (missing_probes and print_maps_on_exit are)"),
+                    )
+                }
+            }
         }
     }
 
@@ -569,7 +660,11 @@ impl Parser<'_> {
                     self.next()?;
                     self.expect("(")?;
                     let (map, mat) = self.map_name()?;
-                    let keys = self.keys()?;
+                    let mut keys = self.keys()?;
+                    // bpftrace 0.21's `delete(@m, key)`.
+                    if name == "delete" && keys.is_empty() && self.eat(",")? {
+                        keys.push(self.expr()?);
+                    }
                     let mut top = None;
                     if name == "print" && self.eat(",")? {
                         top = match self.next()? {
@@ -709,6 +804,18 @@ impl Parser<'_> {
             Tok::Punct("(") => {
                 let pred = std::mem::replace(&mut self.in_pred, false);
                 let e = self.expr()?;
+                let e = if self.eat(",")? {
+                    let mut parts = vec![e];
+                    loop {
+                        parts.push(self.expr()?);
+                        if !self.eat(",")? {
+                            break;
+                        }
+                    }
+                    Expr::Call(F::Tuple, parts, at)
+                } else {
+                    e
+                };
                 self.in_pred = pred;
                 self.expect(")")?;
                 e
@@ -739,6 +846,32 @@ impl Parser<'_> {
                         let len = if self.eat(",")? { Some(Box::new(self.expr()?)) } else { None };
                         self.expect(")")?;
                         Expr::Str1(Box::new(e), len)
+                    }
+                    "strftime" | "usym" | "ksym" => {
+                        let (f, want) = match name.as_str() {
+                            "strftime" => (F::Strftime, 2),
+                            "usym" => (F::Usym, 1),
+                            _ => (F::Ksym, 1),
+                        };
+                        self.expect("(")?;
+                        let mut args = Vec::new();
+                        if !self.is(")")? {
+                            loop {
+                                args.push(self.expr()?);
+                                if !self.eat(",")? {
+                                    break;
+                                }
+                            }
+                        }
+                        self.expect(")")?;
+                        if args.len() != want {
+                            let s = if want == 1 { "" } else { "s" };
+                            return err(at, format!("{name}() takes {want} argument{s}, not {}", args.len()));
+                        }
+                        if f == F::Strftime && !matches!(args[0], Expr::Str(_)) {
+                            return err(at, "strftime(): the format must be a string");
+                        }
+                        Expr::Call(f, args, at)
                     }
                     n if arg_index(n).is_some() => Expr::Builtin(B::Arg(arg_index(n).unwrap_or(0)), at),
                     n if KERNEL_CONSTANTS.iter().any(|(c, _)| *c == n) => {

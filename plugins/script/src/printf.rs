@@ -154,7 +154,7 @@ fn conv(s: &Spec, v: &Value, out: &mut String) {
     let int = || match v {
         Value::Int(i) | Value::Ptr(i, _) => *i,
         Value::Str(t) => t.trim().parse().unwrap_or(0),
-        Value::Stack(_) => v.int(),
+        Value::Stack(_) | Value::Tuple(_) => v.int(),
     };
     let (sign, body) = match s.conv {
         's' => {
@@ -216,7 +216,7 @@ fn pad(s: &Spec, sign: &str, body: &str, zero: bool, out: &mut String) {
 /// `time(FORMAT)`: `secs` (seconds since the epoch, already in local time) as C's
 /// `strftime` writes it, for its conversions of dates and times (`%H:%M:%S`, `%Y-%m-%d`,
 /// `%a %b %e`, `%T`, `%F`, `%s`…); an unknown conversion is written as it is.
-pub fn strftime(fmt: &str, secs: i64, out: &mut String) {
+pub fn strftime(fmt: &str, secs: i64, nanos: u32, out: &mut String) {
     const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
     const MONTHS: [&str; 12] = [
         "January",
@@ -267,6 +267,8 @@ pub fn strftime(fmt: &str, secs: i64, out: &mut String) {
             'F' => out.push_str(&format!("{year}-{mon:02}-{d:02}")),
             'D' => out.push_str(&format!("{mon:02}/{d:02}/{:02}", year.rem_euclid(100))),
             's' => out.push_str(&secs.to_string()),
+            // bpftrace's: the microseconds of the second.
+            'f' => out.push_str(&format!("{:06}", nanos / 1000)),
             'n' => out.push('\n'),
             't' => out.push('\t'),
             '%' => out.push('%'),

@@ -101,6 +101,7 @@ fn expr_uses(e: &Expr, n: &mut HashMap<String, usize>) {
             expr_uses(b, n);
             expr_uses(c, n);
         }
+        Expr::Call(_, args, _) => args.iter().for_each(|a| expr_uses(a, n)),
         _ => {}
     }
 }

@@ -371,13 +371,13 @@ fn strings_are_asked_for_where_the_pointer_is_read_and_str_gives_them() {
 fn time_formats_as_strftime_does() {
     let mut out = String::new();
     // 2026-12-01 19:36:26 UTC was a Tuesday, day 335 of the year.
-    crate::printf::strftime("%H:%M:%S %Y-%m-%d %a %b %e %j %T %F %I%p %% %q", 1_796_153_786, &mut out);
+    crate::printf::strftime("%H:%M:%S %Y-%m-%d %a %b %e %j %T %F %I%p %% %q", 1_796_153_786, 0, &mut out);
     assert_eq!(out, "19:36:26 2026-12-01 Tue Dec  1 335 19:36:26 2026-12-01 07PM % %q");
     out.clear();
-    crate::printf::strftime("%F %T|%D", 951_782_400, &mut out);
+    crate::printf::strftime("%F %T|%D", 951_782_400, 0, &mut out);
     assert_eq!(out, "2000-02-29 00:00:00|02/29/00", "a leap day");
     out.clear();
-    crate::printf::strftime("%F %T", -1, &mut out);
+    crate::printf::strftime("%F %T", -1, 0, &mut out);
     assert_eq!(out, "1969-12-31 23:59:59");
 }
 
@@ -467,4 +467,75 @@ fn loops_run_with_break_and_continue_as_bpftrace_runs_them() {
     assert!(e.contains("unroll takes a count from 1 to 100"), "{e}");
     let e = refused("t:a:b { for ($kv : @m) { } }");
     assert!(e.contains("for loops over maps are not supported yet"), "{e}");
+}
+
+#[test]
+fn bpftrace_0_23s_tuples_delete_with_a_key_and_config_run_as_its_tools_use_them() {
+    // biosnoop's `$key = (args.dev, args.sector)`: a tuple's parts are a map's key, the
+    // same key `@m[a, b]` names; `delete(@m, key)` is `delete(@m[key])`.
+    let mut s = script(
+        "config = { print_maps_on_exit = true; max_strlen = 64 }
+         t:a:b { $key = (pid, 7); @start[$key] = pid * 10; @n[pid] = count(); @seen[pid, 7] = 1; }
+         t:c:d { $key = (pid, 7); printf(\"%d %d %s\\n\", @start[pid, 7], @start[$key], $key);
+                 delete(@start, $key); delete(@n, pid); delete(@seen[pid, 7]); }",
+    );
+    let text = offer(&mut s, &[event(1, b"a", 0), event(2, b"b", 0), event(1, b"a", 1)]);
+    assert_eq!(text, "10 10 (1, 7)\n");
+    let (aggs, text) = s.interp.reports();
+    assert_eq!(text, "@start[2, 7]: 20\n\n@seen[2, 7]: 1\n\n", "1's keys deleted");
+    assert_eq!(aggs[0].entries.len(), 1);
+    // print_maps_on_exit = false: nothing is printed at the end.
+    let mut s = script("config = { print_maps_on_exit = false } t:a:b { @[pid] = count(); @x[pid] = 1; }");
+    offer(&mut s, &[event(1, b"a", 0)]);
+    let mut out = Output::new();
+    assert!(s.finish(&mut out).is_empty());
+    assert_eq!(out.text(), "");
+    for (src, want) in [
+        (
+            "config = { missing_probes = \"maybe\" } BEGIN { }",
+            "program:1:29: missing_probes is \"error\", \"warn\" or \"ignore\"",
+        ),
+        ("config = { print_maps_on_exit = 2 } BEGIN { }", "program:1:33: print_maps_on_exit is true or false"),
+        ("t:a:b { $k = (1, ); }", "program:1:18: syntax error, unexpected )"),
+        ("t:a:b { printf(\"%s\", usym()); }", "program:1:22: usym() takes 1 argument, not 0"),
+    ] {
+        let got = refused(src);
+        assert!(got.contains(want), "{src}:\n{got}\nwanted: {want}");
+    }
+}
+
+#[test]
+fn missing_probes_ignore_leaves_out_what_the_host_cannot_describe() {
+    // The host describes what can attach: here only tracepoint:a:b.
+    wasmtap_sdk::testing::set_described(wasmtap_sdk::ProbeSchema {
+        probe: "tracepoint:a:b".into(),
+        fields: Vec::new(),
+        args: Vec::new(),
+    });
+    let src = |missing: &str| {
+        format!(
+            "config = {{ missing_probes = \"{missing}\" }}
+             uprobe:libnothere:f, t:a:b {{ @[probe] = count(); }}
+             uretprobe:/bin/sh:nothere {{ @r = count(); }}"
+        )
+    };
+    let (s, plan) = Script::new(&src("ignore"), Vec::new()).unwrap();
+    let probes: Vec<&str> = plan.subscriptions.iter().map(|s| s.probe.as_str()).collect();
+    assert_eq!(probes, ["tracepoint:a:b"]);
+    assert_eq!(s.by_sub, vec![vec![0]]);
+    // By default a probe that cannot attach fails the run, at attach time, as bpftrace's does.
+    let plan = Script::new(&src("error"), Vec::new()).unwrap().1;
+    assert_eq!(plan.subscriptions.len(), 3);
+}
+
+#[test]
+fn strftime_prints_a_timestamps_wall_clock_time_to_the_microsecond() {
+    let mut out = String::new();
+    crate::printf::strftime("%H:%M:%S.%f", 1_796_153_786, 123_456_789, &mut out);
+    assert_eq!(out, "19:36:26.123456");
+    // As an expression: the monotonic timestamp moved onto the wall clock.
+    let mut s = script("t:a:b { printf(\"%s|%s\\n\", strftime(\"%S.%f\", 1500000), strftime(\"%Y\", nsecs)); }");
+    s.interp.wall_offset_ns = Some(1_796_153_786_000_000_000);
+    let text = offer(&mut s, &[event(1, b"a", 0)]);
+    assert_eq!(text, "26.001500|2026\n");
 }

@@ -11,6 +11,8 @@ pub const EXPAND_NAMES: usize = 1024;
 const PATTERN_BYTES: usize = 256;
 /// `probes.describe` calls a plugin's `start` may make: as many as a run has tracepoints.
 pub const DESCRIBE_CALLS: u32 = 1024;
+/// What describing a uprobe or USDT probe costs of [`DESCRIBE_CALLS`]: its binary is read.
+pub const USER_DESCRIBE_COST: u32 = 16;
 /// `probes.user-strings` calls a plugin's `start` may make.
 pub const STRINGS_CALLS: u32 = 64;
 /// Bytes of a probe or field name in a `probes.user-strings` call.
@@ -33,13 +35,17 @@ impl probes::Host for StoreState {
     }
 
     fn describe(&mut self, probe: String) -> wasmtime::Result<Result<types::ProbeSchema, String>> {
-        if self.host.describe_calls == 0 {
+        // A user probe's binary is read to find its function: it costs more.
+        let cost = if is_user_probe(&probe) { USER_DESCRIBE_COST } else { 1 };
+        if self.host.describe_calls < cost {
             return Ok(Err(format!(
-                "`{}`: probes are described in `start` only, at most {DESCRIBE_CALLS} times",
-                probe.chars().take(64).collect::<String>()
+                "`{}`: probes are described in `start` only, at most {DESCRIBE_CALLS} tracepoints \
+                 (or {} user probes)",
+                probe.chars().take(64).collect::<String>(),
+                DESCRIBE_CALLS / USER_DESCRIBE_COST
             )));
         }
-        self.host.describe_calls -= 1;
+        self.host.describe_calls -= cost;
         Ok(describe(&self.host.describer, &probe))
     }
 
@@ -64,14 +70,23 @@ pub(crate) fn describe(describer: &super::super::SharedDescriber, probe: &str) -
         .strip_prefix("tracepoint:")
         .and_then(|rest| rest.split_once(':'))
         .is_some_and(|(c, n)| !c.is_empty() && !n.is_empty() && !probe.contains(['/', '\0', '*']));
-    if !well_formed {
-        return Err(format!("`{probe}`: only tracepoints are described (`tracepoint:CATEGORY:NAME`)"));
+    let user = is_user_probe(probe) && !probe.contains(['\0', '*']);
+    if !well_formed && !user {
+        return Err(format!(
+            "`{probe}`: only tracepoints (`tracepoint:CATEGORY:NAME`) and user probes (`uprobe:BINARY:FUNCTION`, \
+             `uretprobe:…`, `usdt:BINARY:PROVIDER:NAME`) are described"
+        ));
     }
     let guard = describer.lock().unwrap_or_else(|e| e.into_inner());
     match guard.as_ref() {
         Some(describe) => describe(probe),
         None => Err(format!("`{probe}`: there are no tracepoints to describe here")),
     }
+}
+
+/// A uprobe's, uretprobe's or USDT probe's name.
+fn is_user_probe(probe: &str) -> bool {
+    ["uprobe:", "uretprobe:", "usdt:"].iter().any(|c| probe.starts_with(c))
 }
 
 /// Note a `probes.user-strings` request in `asked`, bounded; the plan checks its fields.
@@ -163,6 +178,27 @@ mod tests {
         assert!(user_strings(&mut asked, "p".into(), vec![]).unwrap_err().contains("no field named"));
         let long = "x".repeat(300);
         assert!(user_strings(&mut asked, long, vec!["f".into()]).unwrap_err().contains("longer than 256 bytes"));
+    }
+
+    #[test]
+    fn a_user_probe_is_described_by_whether_it_can_attach() {
+        let live = crate::sandbox::SharedDescriber::default();
+        *live.lock().unwrap() =
+            Some(Box::new(|p: &str| crate::collect::plan::describe(p, |c, n| Err(format!("{c}:{n}")))));
+        let me = std::env::current_exe().unwrap();
+        let me = me.display();
+        // This test binary has a `main`; it has no `wt_no_such_function`.
+        let found = describe(&live, &format!("uprobe:{me}:main")).unwrap();
+        assert!(found.fields.is_empty() && found.probe.ends_with(":main"));
+        assert!(describe(&live, &format!("uretprobe:{me}:main")).is_ok());
+        let err = describe(&live, &format!("uprobe:{me}:wt_no_such_function")).unwrap_err();
+        assert!(err.contains("wt_no_such_function"), "{err}");
+        let err = describe(&live, "uprobe:libwt_no_such_library:f").unwrap_err();
+        assert!(err.contains("libwt_no_such_library"), "{err}");
+        let err = describe(&live, &format!("usdt:{me}:wt:no_such_note")).unwrap_err();
+        assert!(err.contains("no_such_note"), "{err}");
+        assert!(describe(&live, "uprobe:/bin/sh:f*").unwrap_err().contains("only tracepoints"));
+        assert!(describe(&live, "kprobe:vfs_read").unwrap_err().contains("only tracepoints"));
     }
 
     #[test]
