@@ -375,7 +375,7 @@ def oneliners(quick):
     print(f"`paced RATE {secs}` calls getppid at RATE per second for {secs} s. printf: `{PRINTF_ONE_LINER}` in "
           "bpftrace and in `wasmtap -e`, beside the compiled `snoop` plugin (one row per event). Map update: "
           f"`{MAP_ONE_LINER}` in `wasmtap -e` (interpreted per event), bpftrace's `@[tid] = count()`, and the "
-          "compiled `aggbench` fixture (`agg=count`, a count keyed by thread per syscall entry). Lost = calls − "
+          "compiled `aggbench` fixture on the same tracepoint (`agg=count`, a count keyed by thread per event). Lost = calls − "
           "lines or counts of the workload; plugin CPU per M events from `--stats`.\n")
     print("| rate | what | bpftrace lost | wasmtap -e lost | wasmtap -e plugin CPU ms / M events | compiled plugin CPU ms / M events | interpreted / compiled |")
     print("|---|---|---|---|---|---|---|")
@@ -393,7 +393,7 @@ def oneliners(quick):
                 elif what == "printf":
                     t = wasmtap(["snoop", "--param", "probe=tracepoint:syscalls:sys_enter_getppid"] + budget, name)
                 else:
-                    t = wasmtap(["aggbench", "--param", "agg=count"] + budget, name)
+                    t = wasmtap(["aggbench", "--param", "agg=count", "--param", "probe=tracepoint:syscalls:sys_enter_getppid"] + budget, name)
                 p = subprocess.run(["taskset", "-c", "1", os.path.join(BIN, "paced"), str(rate), str(secs)],
                                    capture_output=True, text=True, check=True)
                 ops = int(re.search(r"ops (\d+)", p.stdout).group(1))

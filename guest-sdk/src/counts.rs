@@ -20,12 +20,14 @@ pub struct FxHasher {
 const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
 impl FxHasher {
+    #[inline]
     fn add(&mut self, word: u64) {
         self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
     }
 }
 
 impl Hasher for FxHasher {
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
@@ -40,26 +42,32 @@ impl Hasher for FxHasher {
         }
     }
 
+    #[inline]
     fn write_u8(&mut self, i: u8) {
         self.add(u64::from(i));
     }
 
+    #[inline]
     fn write_u16(&mut self, i: u16) {
         self.add(u64::from(i));
     }
 
+    #[inline]
     fn write_u32(&mut self, i: u32) {
         self.add(u64::from(i));
     }
 
+    #[inline]
     fn write_u64(&mut self, i: u64) {
         self.add(i);
     }
 
+    #[inline]
     fn write_usize(&mut self, i: usize) {
         self.add(i as u64);
     }
 
+    #[inline]
     fn finish(&self) -> u64 {
         self.hash
     }

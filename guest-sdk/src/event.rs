@@ -39,6 +39,7 @@ pub enum Event<'a> {
 
 impl<'a> Event<'a> {
     /// The typed view of `rec`; `None` for a kind this SDK does not know.
+    #[inline]
     pub fn new(rec: Record<'a>) -> Option<Self> {
         Some(match rec.kind()? {
             Kind::SysEnter => Event::SysEnter(SysEnter(rec)),
@@ -54,6 +55,7 @@ impl<'a> Event<'a> {
     }
 
     /// The raw record, for fields this view does not cover.
+    #[inline]
     pub fn record(&self) -> Record<'a> {
         match *self {
             Event::SysEnter(SysEnter(r))
@@ -69,6 +71,7 @@ impl<'a> Event<'a> {
     }
 
     /// The record kind.
+    #[inline]
     pub fn kind(&self) -> Kind {
         match self {
             Event::SysEnter(_) => Kind::SysEnter,
@@ -84,6 +87,7 @@ impl<'a> Event<'a> {
     }
 
     /// Index into the plan's `subscriptions` of the probe that matched.
+    #[inline]
     pub fn sub(&self) -> u16 {
         self.record().sub()
     }
@@ -112,31 +116,37 @@ impl<'a> Event<'a> {
     }
 
     /// CLOCK_MONOTONIC nanoseconds (the clock of `services.monotonic-ns`).
+    #[inline]
     pub fn ts_ns(&self) -> u64 {
         self.record().ts_ns()
     }
 
     /// Process id (the kernel's tgid).
+    #[inline]
     pub fn pid(&self) -> u32 {
         self.record().pid()
     }
 
     /// Thread id (the kernel's pid).
+    #[inline]
     pub fn tid(&self) -> u32 {
         self.record().tid()
     }
 
     /// Real user id.
+    #[inline]
     pub fn uid(&self) -> u32 {
         self.record().uid()
     }
 
     /// Real group id.
+    #[inline]
     pub fn gid(&self) -> u32 {
         self.record().gid()
     }
 
     /// cgroup v2 id.
+    #[inline]
     pub fn cgroup_id(&self) -> u64 {
         self.record().cgroup_id()
     }

@@ -74,6 +74,7 @@ impl Kind {
     ];
 
     /// The kind with this number, if any.
+    #[inline]
     pub fn from_u16(v: u16) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| *k as u16 == v)
     }
@@ -375,46 +376,57 @@ pub struct Record<'a> {
 
 impl<'a> Record<'a> {
     /// View `bytes` (one whole record) as a record.
+    #[inline]
     pub fn new(bytes: &'a [u8]) -> Self {
         Record { bytes }
     }
     /// The record's bytes.
+    #[inline]
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
     /// The record kind, if known.
+    #[inline]
     pub fn kind(&self) -> Option<Kind> {
         self.u16_at(header::KIND).and_then(Kind::from_u16)
     }
     /// Subscription index.
+    #[inline]
     pub fn sub(&self) -> u16 {
         self.u16_at(header::SUB).unwrap_or(0)
     }
     /// Header flags.
+    #[inline]
     pub fn flags(&self) -> u16 {
         self.u16_at(header::FLAGS).unwrap_or(0)
     }
     /// CLOCK_MONOTONIC timestamp.
+    #[inline]
     pub fn ts_ns(&self) -> u64 {
         self.u64_at(header::TS_NS).unwrap_or(0)
     }
     /// Process id (tgid).
+    #[inline]
     pub fn pid(&self) -> u32 {
         self.u32_at(header::PID).unwrap_or(0)
     }
     /// Thread id.
+    #[inline]
     pub fn tid(&self) -> u32 {
         self.u32_at(header::TID).unwrap_or(0)
     }
     /// Real uid.
+    #[inline]
     pub fn uid(&self) -> u32 {
         self.u32_at(header::UID).unwrap_or(0)
     }
     /// Real gid.
+    #[inline]
     pub fn gid(&self) -> u32 {
         self.u32_at(header::GID).unwrap_or(0)
     }
     /// cgroup v2 id.
+    #[inline]
     pub fn cgroup_id(&self) -> u64 {
         self.u64_at(header::CGROUP_ID).unwrap_or(0)
     }
@@ -491,26 +503,32 @@ impl<'a> Record<'a> {
     }
 
     /// Bytes `[off, off + len)` if inside the record.
+    #[inline]
     pub fn slice(&self, off: usize, len: usize) -> Option<&'a [u8]> {
         self.bytes.get(off..off.checked_add(len)?)
     }
     /// Little-endian `u16` at `off`.
+    #[inline]
     pub fn u16_at(&self, off: usize) -> Option<u16> {
         Some(u16::from_le_bytes(self.slice(off, 2)?.try_into().ok()?))
     }
     /// Little-endian `u32` at `off`.
+    #[inline]
     pub fn u32_at(&self, off: usize) -> Option<u32> {
         Some(u32::from_le_bytes(self.slice(off, 4)?.try_into().ok()?))
     }
     /// Little-endian `i32` at `off`.
+    #[inline]
     pub fn i32_at(&self, off: usize) -> Option<i32> {
         self.u32_at(off).map(|v| v as i32)
     }
     /// Little-endian `u64` at `off`.
+    #[inline]
     pub fn u64_at(&self, off: usize) -> Option<u64> {
         Some(u64::from_le_bytes(self.slice(off, 8)?.try_into().ok()?))
     }
     /// Little-endian `i64` at `off`.
+    #[inline]
     pub fn i64_at(&self, off: usize) -> Option<i64> {
         self.u64_at(off).map(|v| v as i64)
     }

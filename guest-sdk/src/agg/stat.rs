@@ -107,7 +107,8 @@ impl Stat {
     /// Add `v`, `n` times.
     pub(crate) fn add(&mut self, func: &Func, v: i64, n: u64) {
         match (self, func) {
-            (Stat::Scalar(m), _) => m.add(v, n),
+            // Only a standard deviation needs the squares (128-bit products, slow in Wasm).
+            (Stat::Scalar(m), f) => m.add(v, n, matches!(f, Func::Stddev)),
             (Stat::Hist(h), Func::Hist(layout)) => h.add(layout.bucket(v), v, n),
             (Stat::Sketch(s), _) => s.add(v, n),
             (Stat::Hist(_), _) => {}
@@ -128,7 +129,7 @@ impl Stat {
     pub(crate) fn merge_value(&mut self, func: &Func, value: &AggValue) -> Result<(), String> {
         match (self, func, value) {
             (Stat::Scalar(m), Func::Count, AggValue::Scalar(n)) => m.count = m.count.saturating_add_signed(*n),
-            (Stat::Scalar(m), Func::Sum | Func::Min | Func::Max, AggValue::Scalar(v)) => m.add(*v, 1),
+            (Stat::Scalar(m), Func::Sum | Func::Min | Func::Max, AggValue::Scalar(v)) => m.add(*v, 1, false),
             (Stat::Hist(h), Func::Hist(layout), AggValue::Histogram(hist)) => h.merge_histogram(layout, hist)?,
             (_, Func::Avg | Func::Stddev, AggValue::Scalar(_)) => {
                 return Err(format!("{} values cannot be merged from their printed value", func.name()))
@@ -206,14 +207,18 @@ impl Default for Moments {
 }
 
 impl Moments {
-    fn add(&mut self, v: i64, n: u64) {
+    /// Add `v` `n` times; with `squares`, to the sum of squares too.
+    #[inline]
+    fn add(&mut self, v: i64, n: u64, squares: bool) {
         if n == 0 {
             return;
         }
         self.count = self.count.wrapping_add(n);
         self.sum = self.sum.wrapping_add(v.wrapping_mul(n as i64));
-        let square = u128::from(v.unsigned_abs()) * u128::from(v.unsigned_abs());
-        self.sumsq = self.sumsq.wrapping_add(square.wrapping_mul(u128::from(n)));
+        if squares {
+            let square = u128::from(v.unsigned_abs()) * u128::from(v.unsigned_abs());
+            self.sumsq = self.sumsq.wrapping_add(if n == 1 { square } else { square.wrapping_mul(u128::from(n)) });
+        }
         self.min = self.min.min(v);
         self.max = self.max.max(v);
     }
@@ -322,7 +327,7 @@ mod tests {
 
     fn moments(samples: &[i64]) -> Moments {
         let mut m = Moments::default();
-        samples.iter().for_each(|&v| m.add(v, 1));
+        samples.iter().for_each(|&v| m.add(v, 1, true));
         m
     }
 

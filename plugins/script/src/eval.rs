@@ -56,18 +56,30 @@ impl Value {
     }
 }
 
-/// A map's key: its parts (one, the common case, without a vector).
+/// A map's key: its parts (one, the common case, without a vector; one integer, the
+/// commonest, without a `Value`). Made by [`MapKey::of`], so one key has one form.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MapKey {
+    Int(i64),
     One(Value),
     Many(Vec<Value>),
 }
 
 impl MapKey {
-    pub fn parts(&self) -> &[Value] {
+    /// The key of one value: a tuple's parts are the key's.
+    pub fn of(v: Value) -> MapKey {
+        match v {
+            Value::Int(i) => MapKey::Int(i),
+            Value::Tuple(parts) => MapKey::Many(parts),
+            v => MapKey::One(v),
+        }
+    }
+
+    pub fn parts(&self) -> std::borrow::Cow<'_, [Value]> {
         match self {
-            MapKey::One(v) => std::slice::from_ref(v),
-            MapKey::Many(v) => v,
+            MapKey::Int(i) => std::borrow::Cow::Owned(vec![Value::Int(*i)]),
+            MapKey::One(v) => std::borrow::Cow::Borrowed(std::slice::from_ref(v)),
+            MapKey::Many(v) => std::borrow::Cow::Borrowed(v),
         }
     }
 }
@@ -91,12 +103,12 @@ pub enum Map {
         keys: usize,
     },
     Plain {
-        values: HashMap<MapKey, Value>,
+        values: wasmtap_sdk::FxHashMap<MapKey, Value>,
         keyed: bool,
     },
     /// `stats()`: per key, the count and the total.
     Stats {
-        values: HashMap<MapKey, (i64, i64)>,
+        values: wasmtap_sdk::FxHashMap<MapKey, (i64, i64)>,
         keyed: bool,
     },
 }
@@ -184,12 +196,15 @@ impl Interp {
         Ok(on)
     }
 
+    /// A statement: an aggregation here, the rest in [`Interp::other`] (a small hot
+    /// function, the per-event path of `@[k] = count()`).
+    #[inline]
     fn stmt(&mut self, s: &Stmt, cx: &Ctx<'_, '_>) -> Result<(), Fault> {
         match s {
             Stmt::Aggregate { map, slot, keys, value, .. } => {
                 let key = self.key(keys, cx)?;
                 let v = match value {
-                    Some(e) => self.eval(e, cx)?.int(),
+                    Some(e) => self.int(e, cx)?,
                     None => 0,
                 };
                 match self.map_mut(map, slot) {
@@ -201,7 +216,16 @@ impl Interp {
                     }
                     _ => {}
                 }
+                Ok(())
             }
+            _ => self.other(s, cx),
+        }
+    }
+
+    #[inline(never)]
+    fn other(&mut self, s: &Stmt, cx: &Ctx<'_, '_>) -> Result<(), Fault> {
+        match s {
+            Stmt::Aggregate { .. } => return self.stmt(s, cx),
             Stmt::Store { map, slot, keys, op, value, .. } => {
                 let key = self.key(keys, cx)?;
                 let v = self.eval(value, cx)?;
@@ -267,14 +291,14 @@ impl Interp {
                 }
             }
             Stmt::If { cond, then, otherwise } => {
-                if self.eval(cond, cx)?.int() != 0 {
+                if self.int(cond, cx)? != 0 {
                     self.run(then, cx)?;
                 } else {
                     self.run(otherwise, cx)?;
                 }
             }
             // Loops run as long as they do: the plugin's deadline bounds each call.
-            Stmt::While { cond, body } => while self.eval(cond, cx)?.int() != 0 && self.iterate(body, cx)? {},
+            Stmt::While { cond, body } => while self.int(cond, cx)? != 0 && self.iterate(body, cx)? {},
             Stmt::Unroll { times, body } => {
                 for _ in 0..*times {
                     if !self.iterate(body, cx)? {
@@ -309,14 +333,13 @@ impl Interp {
     fn key(&mut self, keys: &[Expr], cx: &Ctx<'_, '_>) -> Result<MapKey, Fault> {
         match keys {
             // A tuple's parts are the key's: `@m[$key]` of `$key = (a, b)` is `@m[a, b]`.
-            [one] => Ok(match self.eval(one, cx)? {
-                Value::Tuple(parts) => MapKey::Many(parts),
-                v => MapKey::One(v),
-            }),
+            [one] if is_int(one) => Ok(MapKey::Int(self.int(one, cx)?)),
+            [one] => Ok(MapKey::of(self.eval(one, cx)?)),
             _ => keys.iter().map(|k| self.eval(k, cx)).collect::<Result<Vec<_>, _>>().map(MapKey::Many),
         }
     }
 
+    #[inline(never)]
     pub fn eval(&mut self, e: &Expr, cx: &Ctx<'_, '_>) -> Result<Value, Fault> {
         Ok(match e {
             Expr::Int(v) => Value::Int(*v),
@@ -345,33 +368,15 @@ impl Interp {
                     Some(Map::Kernel { .. }) | None => Value::Int(0),
                 }
             }
-            Expr::Unary(op, inner) => {
-                let v = self.eval(inner, cx)?.int();
-                Value::Int(match op {
-                    Op::Not => i64::from(v == 0),
-                    Op::Neg => v.wrapping_neg(),
-                    _ => !v,
-                })
-            }
-            Expr::Binary(op, a, b, _) => {
-                if matches!(op, Op::And | Op::Or) {
-                    let l = self.eval(a, cx)?.int() != 0;
-                    let short = if *op == Op::And { !l } else { l };
-                    if short {
-                        return Ok(Value::Int(i64::from(l)));
-                    }
-                    return Ok(Value::Int(i64::from(self.eval(b, cx)?.int() != 0)));
-                }
+            // Integers computed without a `Value` per operand; `==` and `!=` of two
+            // strings compare the strings.
+            Expr::Binary(op @ (Op::Eq | Op::Ne), a, b, _) if !is_int(a) && !is_int(b) => {
                 let (l, r) = (self.eval(a, cx)?, self.eval(b, cx)?);
-                match (&l, &r) {
-                    (Value::Str(x), Value::Str(y)) if matches!(op, Op::Eq | Op::Ne) => {
-                        Value::Int(i64::from((x == y) == (*op == Op::Eq)))
-                    }
-                    _ => Value::Int(binary(*op, l.int(), r.int())),
-                }
+                Value::Int(compare(*op, &l, &r))
             }
+            Expr::Unary(..) | Expr::Binary(..) => Value::Int(self.int(e, cx)?),
             Expr::Ternary(c, a, b) => {
-                if self.eval(c, cx)?.int() != 0 {
+                if self.int(c, cx)? != 0 {
                     self.eval(a, cx)?
                 } else {
                     self.eval(b, cx)?
@@ -409,6 +414,41 @@ impl Interp {
                 let pid = if *f == F::Ksym { 0 } else { cx.ev.map_or(0, |e| e.pid()) };
                 Value::Str(self.symbol(pid, addr, *f == F::Ksym))
             }
+        })
+    }
+
+    /// `e` as an integer, as `eval(e).int()` would give it: without a `Value` where `e`
+    /// computes one (the per-event path of predicates, keys and aggregated values).
+    pub fn int(&mut self, e: &Expr, cx: &Ctx<'_, '_>) -> Result<i64, Fault> {
+        Ok(match e {
+            Expr::Int(v) => *v,
+            Expr::Builtin(b, _) if int_builtin(*b) => builtin_int(*b, cx, self.started_ns),
+            Expr::Unary(op, inner) => {
+                let v = self.int(inner, cx)?;
+                match op {
+                    Op::Not => i64::from(v == 0),
+                    Op::Neg => v.wrapping_neg(),
+                    _ => !v,
+                }
+            }
+            Expr::Binary(op @ (Op::And | Op::Or), a, b, _) => {
+                let l = self.int(a, cx)? != 0;
+                let short = if *op == Op::And { !l } else { l };
+                if short {
+                    i64::from(l)
+                } else {
+                    i64::from(self.int(b, cx)? != 0)
+                }
+            }
+            Expr::Binary(op @ (Op::Eq | Op::Ne), a, b, _) if !is_int(a) && !is_int(b) => {
+                let (l, r) = (self.eval(a, cx)?, self.eval(b, cx)?);
+                compare(*op, &l, &r)
+            }
+            Expr::Binary(op, a, b, _) => {
+                let l = self.int(a, cx)?;
+                binary(*op, l, self.int(b, cx)?)
+            }
+            _ => self.eval(e, cx)?.int(),
         })
     }
 
@@ -558,6 +598,7 @@ pub fn new_agg(fold: &Fold) -> Agg<MapKey> {
 }
 
 /// Integer operators as bpftrace computes them (64-bit, wrapping; division by zero is 0).
+#[inline]
 fn binary(op: Op, a: i64, b: i64) -> i64 {
     match op {
         Op::Add => a.wrapping_add(b),
@@ -579,6 +620,58 @@ fn binary(op: Op, a: i64, b: i64) -> i64 {
         Op::And => i64::from(a != 0 && b != 0),
         Op::Or => i64::from(a != 0 || b != 0),
         Op::Not | Op::Neg | Op::BitNot => 0,
+    }
+}
+
+/// Whether `e` always computes an integer: `int` needs no `Value` for it.
+fn is_int(e: &Expr) -> bool {
+    match e {
+        Expr::Int(_) | Expr::PosCount | Expr::Unary(..) | Expr::Binary(..) => true,
+        Expr::Builtin(b, _) => int_builtin(*b) && !matches!(b, B::Retval | B::Arg(_)),
+        _ => false,
+    }
+}
+
+/// Whether builtin `b` is a number (a uprobe's argument or return value is one, though
+/// it may carry the string it points to).
+fn int_builtin(b: B) -> bool {
+    !matches!(b, B::Comm | B::Probe | B::Kstack | B::Ustack)
+}
+
+/// `==` or `!=` of two values: strings by their text, anything else as numbers.
+fn compare(op: Op, l: &Value, r: &Value) -> i64 {
+    match (l, r) {
+        (Value::Str(x), Value::Str(y)) => i64::from((x == y) == (op == Op::Eq)),
+        _ => binary(op, l.int(), r.int()),
+    }
+}
+
+/// A numeric builtin's value ([`int_builtin`]), as [`builtin`]'s `.int()` gives it.
+fn builtin_int(b: B, cx: &Ctx<'_, '_>, started: u64) -> i64 {
+    let ev = cx.ev;
+    match b {
+        B::Pid => ev.map_or(0, |e| i64::from(e.pid())),
+        B::Tid => ev.map_or(0, |e| i64::from(e.tid())),
+        B::Uid => ev.map_or(0, |e| i64::from(e.uid())),
+        B::Gid => ev.map_or(0, |e| i64::from(e.gid())),
+        B::Cgroup => ev.map_or(0, |e| e.cgroup_id() as i64),
+        B::Nsecs => cx.now as i64,
+        B::Elapsed => cx.now.saturating_sub(started) as i64,
+        B::Retval => match ev {
+            Some(Event::Tracepoint(tp)) => tp.i64("ret").unwrap_or(0),
+            Some(Event::SysExit(x)) => x.ret(),
+            Some(Event::User(u)) => u.retval().unwrap_or(0) as i64,
+            _ => 0,
+        },
+        B::Cpu => match ev {
+            Some(Event::Sample(s)) => i64::from(s.cpu()),
+            _ => 0,
+        },
+        B::Arg(i) => match ev {
+            Some(Event::User(u)) if !u.is_return() => u.arg(i.into()) as i64,
+            _ => 0,
+        },
+        B::Comm | B::Probe | B::Kstack | B::Ustack => builtin(b, cx, started).int(),
     }
 }
 

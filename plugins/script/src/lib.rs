@@ -358,7 +358,7 @@ fn run_block(interp: &mut Interp, block: &Block, cx: &Ctx<'_, '_>) -> Result<(),
         interp.vars.clear();
     }
     if let Some(pred) = &block.pred {
-        if interp.eval(pred, cx)?.int() == 0 {
+        if interp.int(pred, cx)? == 0 {
             return Ok(());
         }
     }
@@ -586,7 +586,7 @@ fn declare(body: &[Stmt], maps: &mut Vec<(String, Map)>) -> Result<(), SyntaxErr
             Stmt::Aggregate { map, keys, fold: parse::Fold::Stats, at, .. } => {
                 let keyed = !keys.is_empty();
                 match maps.iter().find(|(n, _)| n == map) {
-                    None => maps.push((map.clone(), Map::Stats { values: HashMap::new(), keyed })),
+                    None => maps.push((map.clone(), Map::Stats { values: Default::default(), keyed })),
                     Some((_, Map::Stats { keyed: k, .. })) if *k == keyed => {}
                     Some(_) => return Err(SyntaxError { at: *at, msg: format!("@{map} is used as two kinds of map") }),
                 }
@@ -603,7 +603,7 @@ fn declare(body: &[Stmt], maps: &mut Vec<(String, Map)>) -> Result<(), SyntaxErr
             Stmt::Store { map, keys, at, .. } => {
                 let keyed = !keys.is_empty();
                 match maps.iter().find(|(n, _)| n == map) {
-                    None => maps.push((map.clone(), Map::Plain { values: HashMap::new(), keyed })),
+                    None => maps.push((map.clone(), Map::Plain { values: Default::default(), keyed })),
                     Some((_, Map::Plain { keyed: k, .. })) if *k == keyed => {}
                     Some(_) => return Err(SyntaxError { at: *at, msg: format!("@{map} is used as two kinds of map") }),
                 }
