@@ -73,6 +73,7 @@ pub fn run(
                 sym.observe(&chunk.bytes);
             }
             plugins.dispatch(&chunk.bytes, out, &clock);
+            source.recycle(chunk);
         }
         if reporter.due() {
             if let Some(kernel) = source.counters_now() {
@@ -181,6 +182,10 @@ impl EventSource for Tee<'_> {
 
     fn notices(&mut self) -> Vec<String> {
         self.inner.notices()
+    }
+
+    fn recycle(&mut self, chunk: crate::collect::Chunk) {
+        self.inner.recycle(chunk);
     }
 
     fn stop(&mut self) {

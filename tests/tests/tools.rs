@@ -34,6 +34,17 @@ fn tool_beside(version: &str, name: &str, cmd: &str, duration: &str) -> String {
     stdout(&o)
 }
 
+/// bpftrace `version`'s `tool`, system-wide for 2.5 s while 8 direct writes of 1 MiB
+/// (dd's, to a scratch file in the temporary directory, removed after) reach the disk:
+/// its stdout.
+fn beside_direct_writes(version: &str, tool: &str) -> String {
+    let file = std::env::temp_dir().join(format!("wasmtap-{tool}-{}", std::process::id()));
+    let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());
+    let out = tool_beside(version, tool, &cmd, "2500ms");
+    let _ = std::fs::remove_file(&file);
+    out
+}
+
 /// The whitespace-separated columns of `out`'s lines that have `n` of them.
 fn rows(out: &str, n: usize) -> Vec<Vec<&str>> {
     out.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).filter(|r| r.len() == n).collect()
@@ -294,10 +305,7 @@ fn bitesize_histograms_the_request_sizes_by_process() {
         // them), system-wide as the tool traces: issued by dd, or by a kernel worker when the
         // device's queue was busy. Each process's histogram keyed by the tracepoint's text
         // field `comm`.
-        let file = std::env::temp_dir().join(format!("wasmtap-bitesize-{}", std::process::id()));
-        let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());
-        let out = tool_beside(v, "bitesize", &cmd, "2500ms");
-        let _ = std::fs::remove_file(&file);
+        let out = beside_direct_writes(v, "bitesize");
         assert!(out.contains("\nI/O size (bytes) histograms by process name:\n@["), "{out}");
         // Each request counted at its bucket's low end, at least half its size: at least half
         // the 8 MiB written.
@@ -335,10 +343,7 @@ fn biolatency_histograms_the_latency_of_every_block_io() {
     let _g = serial();
     // 8 direct writes of 1 MiB, system-wide as the tool traces: each reaches the disk as
     // one or more requests, each of whose latencies is counted.
-    let file = std::env::temp_dir().join(format!("wasmtap-biolatency-{}", std::process::id()));
-    let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());
-    let out = tool_beside("0.23", "biolatency", &cmd, "2500ms");
-    let _ = std::fs::remove_file(&file);
+    let out = beside_direct_writes("0.23", "biolatency");
     assert!(out.starts_with("Tracing block device I/O... Hit Ctrl-C to end.\n"), "{out}");
     assert!(out.contains("\n@usecs:\n["), "{out}");
     let ios = hist_total(&out);
@@ -353,12 +358,8 @@ fn biosnoop_shows_each_block_io_with_its_disk_process_and_latency() {
         return;
     }
     let _g = serial();
-    let file = std::env::temp_dir().join(format!("wasmtap-biosnoop-{}", std::process::id()));
-    std::fs::write(&file, b"").unwrap();
-    let major = major_of(&file);
-    let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());
-    let out = tool_beside("0.23", "biosnoop", &cmd, "2500ms");
-    let _ = std::fs::remove_file(&file);
+    let major = major_of(&std::env::temp_dir());
+    let out = beside_direct_writes("0.23", "biosnoop");
     assert!(
         out.contains("TIME(ms)     DISK ID        COMM             PID    LAT(ms)\n             MAJOR MINOR\n"),
         "{out}"
@@ -404,10 +405,7 @@ fn biostacks_histograms_the_issue_latency_by_the_stack_that_started_each_io() {
     let _g = serial();
     // The kernel stack each request started on, kept in a map as a value and used as a
     // key when the request is issued: dd's direct writes start in write(2).
-    let file = std::env::temp_dir().join(format!("wasmtap-biostacks-{}", std::process::id()));
-    let cmd = format!("sleep 0.5; dd if=/dev/zero of={} bs=1M count=8 oflag=direct status=none", file.display());
-    let out = tool_beside("0.23", "biostacks", &cmd, "2500ms");
-    let _ = std::fs::remove_file(&file);
+    let out = beside_direct_writes("0.23", "biostacks");
     assert!(out.starts_with("Tracing block I/O with init stacks. Hit Ctrl-C to end.\n@usecs[\n"), "{out}");
     let writes: u64 = out
         .split("@usecs[\n")

@@ -4,7 +4,10 @@
 //! so past the bound records stay in the rings, which are mapped anyway, and what the
 //! rings cannot hold the kernel counts per probe. A chunk is charged by the pages it
 //! touches, which is what it adds to the host's resident memory; the queue keeps its
-//! peak for `--stats`.
+//! peak for `--stats`. The pipeline hands spent chunks' buffers back
+//! ([`QueueReceiver::recycle`]) and the sender reuses them ([`QueueSender::buffer`]): a
+//! chunk of a few hundred KiB allocated and freed a thousand times a second otherwise
+//! costs the host a mapping, page faults and an unmapping each time.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::RecvTimeoutError;
@@ -14,6 +17,8 @@ use std::time::{Duration, Instant};
 use super::Chunk;
 
 const PAGE: u64 = 4096;
+/// Spent buffers kept for reuse, at most.
+const SPARE: usize = 16;
 
 /// What a chunk costs in resident memory: its bytes, in whole pages.
 pub fn charge(chunk: &Chunk) -> u64 {
@@ -23,6 +28,8 @@ pub fn charge(chunk: &Chunk) -> u64 {
 #[derive(Default)]
 struct State {
     chunks: VecDeque<Chunk>,
+    /// Buffers of chunks the pipeline is done with, empty, for the sender to fill again.
+    spare: Vec<Vec<u8>>,
     bytes: u64,
     peak: u64,
     senders_gone: bool,
@@ -80,6 +87,19 @@ impl QueueSender {
         }
     }
 
+    /// An empty buffer for a chunk of `capacity` bytes: a spent one if the pipeline gave
+    /// one back, else a new one.
+    pub fn buffer(&self, capacity: usize) -> Vec<u8> {
+        let spare = self.shared.lock().spare.pop();
+        match spare {
+            Some(mut b) => {
+                b.reserve(capacity);
+                b
+            }
+            None => Vec::with_capacity(capacity),
+        }
+    }
+
     /// Bytes queued now.
     pub fn bytes(&self) -> u64 {
         self.shared.lock().bytes
@@ -127,6 +147,16 @@ impl QueueReceiver {
         self.shared.lock().peak
     }
 
+    /// Give back a spent chunk's buffer for the sender to reuse (at most [`SPARE`] are kept).
+    pub fn recycle(&self, chunk: Chunk) {
+        let mut bytes = chunk.bytes;
+        bytes.clear();
+        let mut s = self.shared.lock();
+        if s.spare.len() < SPARE && !s.senders_gone {
+            s.spare.push(bytes);
+        }
+    }
+
     /// The bound.
     pub fn cap(&self) -> u64 {
         self.shared.cap
@@ -139,6 +169,7 @@ impl Drop for QueueReceiver {
         s.receiver_gone = true;
         // What is left is freed now, not when the sender goes.
         s.chunks.clear();
+        s.spare.clear();
         s.bytes = 0;
         drop(s);
         self.shared.emptied.notify_all();
@@ -165,6 +196,27 @@ mod tests {
         assert_eq!(tx.bytes(), 0);
         assert_eq!(rx.peak_bytes(), 20480, "the peak stays");
         assert!(matches!(rx.recv_timeout(Duration::from_millis(1)), Err(RecvTimeoutError::Timeout)));
+    }
+
+    #[test]
+    fn spent_buffers_are_filled_again_a_few_at_most() {
+        let (tx, rx) = bounded(1 << 20);
+        let fresh = tx.buffer(64 << 10);
+        assert!(fresh.is_empty() && fresh.capacity() >= 64 << 10);
+        for _ in 0..6 {
+            tx.send(chunk(300 << 10)).unwrap();
+        }
+        for _ in 0..6 {
+            rx.recycle(rx.recv_timeout(Duration::ZERO).unwrap());
+        }
+        // Four kept, each empty with its bytes still allocated; then new ones.
+        for _ in 0..SPARE {
+            let b = tx.buffer(64 << 10);
+            assert!(b.is_empty() && b.capacity() >= 300 << 10, "{}", b.capacity());
+        }
+        assert!(tx.buffer(64 << 10).capacity() < 300 << 10);
+        // Kept buffers are not charged to the queue.
+        assert_eq!(tx.bytes(), 0);
     }
 
     #[test]

@@ -56,6 +56,11 @@ pub trait EventSource {
         Vec::new()
     }
 
+    /// A chunk the pipeline is done with: a source may fill its buffer again.
+    fn recycle(&mut self, chunk: Chunk) {
+        drop(chunk);
+    }
+
     /// Begin to end: what is already on its way still comes, then [`Next::End`].
     fn stop(&mut self);
 
@@ -93,6 +98,10 @@ impl EventSource for LiveSource {
 
     fn counters_now(&self) -> Option<KernelCounters> {
         Some(self.live.counters())
+    }
+
+    fn recycle(&mut self, chunk: Chunk) {
+        self.rx.recycle(chunk);
     }
 
     /// The drain thread empties the rings once more, then closes the queue.

@@ -700,17 +700,7 @@ impl Parser<'_> {
             return err(at, *why);
         }
         self.next()?;
-        self.expect("(")?;
-        let mut args = Vec::new();
-        if !self.is(")")? {
-            loop {
-                args.push(self.expr()?);
-                if !self.eat(",")? {
-                    break;
-                }
-            }
-        }
-        self.expect(")")?;
+        let mut args = self.call_args()?;
         let want = match f {
             "count" => 0,
             "lhist" => 4,
@@ -748,6 +738,22 @@ impl Parser<'_> {
         };
         let value = (fold != Fold::Count).then(|| args.swap_remove(0));
         Ok(Stmt::Aggregate { map, slot: Slot::default(), keys, fold, value, at: map_at })
+    }
+
+    /// A call's arguments, `(a, b…)` or `()`.
+    fn call_args(&mut self) -> Result<Vec<Expr>, SyntaxError> {
+        self.expect("(")?;
+        let mut args = Vec::new();
+        if !self.is(")")? {
+            loop {
+                args.push(self.expr()?);
+                if !self.eat(",")? {
+                    break;
+                }
+            }
+        }
+        self.expect(")")?;
+        Ok(args)
     }
 
     pub fn expr(&mut self) -> Result<Expr, SyntaxError> {
@@ -853,17 +859,7 @@ impl Parser<'_> {
                             "usym" => (F::Usym, 1),
                             _ => (F::Ksym, 1),
                         };
-                        self.expect("(")?;
-                        let mut args = Vec::new();
-                        if !self.is(")")? {
-                            loop {
-                                args.push(self.expr()?);
-                                if !self.eat(",")? {
-                                    break;
-                                }
-                            }
-                        }
-                        self.expect(")")?;
+                        let args = self.call_args()?;
                         if args.len() != want {
                             let s = if want == 1 { "" } else { "s" };
                             return err(at, format!("{name}() takes {want} argument{s}, not {}", args.len()));

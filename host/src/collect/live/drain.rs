@@ -84,7 +84,8 @@ impl ChunkSender {
     /// Hand a chunk to the pipeline; its records count as dropped only if the pipeline
     /// is gone.
     fn send(&self, chunk: &mut Chunk) {
-        let full = std::mem::replace(chunk, Chunk::with_capacity(CHUNK_BYTES + 4096));
+        let empty = Chunk { bytes: self.tx.buffer(CHUNK_BYTES + 4096), records: 0 };
+        let full = std::mem::replace(chunk, empty);
         if let Err(lost) = self.tx.send(full) {
             self.drops.fetch_add(lost.records, Ordering::Relaxed);
         }
@@ -111,5 +112,10 @@ impl ChunkReceiver {
     /// The most bytes of chunks queued at once, in resident pages.
     pub fn peak_bytes(&self) -> u64 {
         self.rx.peak_bytes()
+    }
+
+    /// A chunk the pipeline is done with: its buffer is drained into again.
+    pub fn recycle(&self, chunk: Chunk) {
+        self.rx.recycle(chunk);
     }
 }
