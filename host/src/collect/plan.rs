@@ -351,3 +351,25 @@ pub fn wire_field(f: &tracefs::Field) -> types::Field {
         signed: f.signed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_probe_is_described_by_whether_it_can_attach() {
+        let none = |c: &str, n: &str| Err(format!("{c}:{n}"));
+        let me = std::env::current_exe().unwrap();
+        let me = me.display();
+        // This test binary has a `main`; it has no `wt_no_such_function`.
+        let found = describe(&format!("uprobe:{me}:main"), none).unwrap();
+        assert!(found.fields.is_empty() && found.probe.ends_with(":main"));
+        assert!(describe(&format!("uretprobe:{me}:main"), none).is_ok());
+        let err = describe(&format!("uprobe:{me}:wt_no_such_function"), none).unwrap_err();
+        assert!(err.contains("wt_no_such_function"), "{err}");
+        let err = describe("uprobe:libwt_no_such_library:f", none).unwrap_err();
+        assert!(err.contains("libwt_no_such_library"), "{err}");
+        let err = describe(&format!("usdt:{me}:wt:no_such_note"), none).unwrap_err();
+        assert!(err.contains("no_such_note"), "{err}");
+    }
+}

@@ -181,24 +181,21 @@ mod tests {
     }
 
     #[test]
-    fn a_user_probe_is_described_by_whether_it_can_attach() {
+    fn user_probes_reach_the_describer_and_other_kinds_do_not() {
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = asked.clone();
         let live = crate::sandbox::SharedDescriber::default();
-        *live.lock().unwrap() =
-            Some(Box::new(|p: &str| crate::collect::plan::describe(p, |c, n| Err(format!("{c}:{n}")))));
-        let me = std::env::current_exe().unwrap();
-        let me = me.display();
-        // This test binary has a `main`; it has no `wt_no_such_function`.
-        let found = describe(&live, &format!("uprobe:{me}:main")).unwrap();
-        assert!(found.fields.is_empty() && found.probe.ends_with(":main"));
-        assert!(describe(&live, &format!("uretprobe:{me}:main")).is_ok());
-        let err = describe(&live, &format!("uprobe:{me}:wt_no_such_function")).unwrap_err();
-        assert!(err.contains("wt_no_such_function"), "{err}");
-        let err = describe(&live, "uprobe:libwt_no_such_library:f").unwrap_err();
-        assert!(err.contains("libwt_no_such_library"), "{err}");
-        let err = describe(&live, &format!("usdt:{me}:wt:no_such_note")).unwrap_err();
-        assert!(err.contains("no_such_note"), "{err}");
+        *live.lock().unwrap() = Some(Box::new(move |p: &str| {
+            seen.lock().unwrap().push(p.to_string());
+            Ok(types::ProbeSchema { probe: p.to_string(), fields: Vec::new(), args: Vec::new() })
+        }));
+        for p in ["uprobe:/bin/sh:main", "uretprobe:libc:malloc", "usdt:/bin/x:p:n", "tracepoint:a:b"] {
+            assert!(describe(&live, p).is_ok(), "{p}");
+        }
         assert!(describe(&live, "uprobe:/bin/sh:f*").unwrap_err().contains("only tracepoints"));
         assert!(describe(&live, "kprobe:vfs_read").unwrap_err().contains("only tracepoints"));
+        assert!(describe(&live, "tracepoint:a/b:c").unwrap_err().contains("only tracepoints"));
+        assert_eq!(asked.lock().unwrap().len(), 4, "refused names never reach the describer");
     }
 
     #[test]
