@@ -472,14 +472,13 @@ impl Interp {
         let stack = if kernel { Stack::new(0, &[addr], &[]) } else { Stack::new(pid, &[], &[addr]) };
         let named = wasmtap_sdk::symbolize(&[stack]);
         let symbol = named.first().and_then(|f| f.first()).map(|f| f.symbol.clone()).unwrap_or_default();
-        if symbol.is_empty() {
-            return format!("{addr:#x}");
-        }
+        // An address the host cannot name is kept as its hex too: asked once, not per event.
+        let name = if symbol.is_empty() { format!("{addr:#x}") } else { symbol };
         if self.symbols.len() >= SYMBOLS_KEPT {
             self.symbols.clear();
         }
-        self.symbols.insert(key, symbol.clone());
-        symbol
+        self.symbols.insert(key, name.clone());
+        name
     }
 
     /// The maps bpftrace prints at the end: every non-empty one, in order of first use.
